@@ -1,0 +1,168 @@
+/*
+ * ringd.h - client library of ringd, the ring allreduce daemon.
+ *
+ * A training process connects to the ringd daemon of its own host over a Unix
+ * socket and submits buffers; the daemons of all hosts reduce them over a TCP
+ * ring and every process gets the same result back, in place.
+ *
+ *     ringd_client *c;
+ *     int rc = ringd_connect(NULL, &c);            // $RINGD_SOCKET or /run/ringd/ringd.sock
+ *     if (rc < 0) { fprintf(stderr, "%s\n", ringd_last_error(NULL)); exit(1); }
+ *     float *grad = ringd_alloc(c, n * sizeof *grad);   // shared with the daemon: no copy
+ *     ...
+ *     rc = ringd_allreduce(c, grad, n, RINGD_FLOAT32, RINGD_MEAN);
+ *     if (rc < 0) fprintf(stderr, "allreduce: %s\n", ringd_last_error(c));
+ *     ringd_free(c, grad);
+ *     ringd_close(c);
+ *
+ * Conventions
+ *   - Functions that can fail return 0 (or a non-negative value) on success and
+ *     a negative RINGD_E* code on failure; ringd_strerror() names the code and
+ *     ringd_last_error() gives the full message of the last failure on that
+ *     client (for example the daemon's explanation of a mismatch).
+ *   - A ringd_client is not thread-safe: use one per thread, or serialize.
+ *   - Every blocking call has a deadline (the daemon's collective_timeout, see
+ *     ringd.example.yaml); none blocks forever.
+ */
+#ifndef RINGD_H
+#define RINGD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RINGD_VERSION_MAJOR 0
+#define RINGD_VERSION_MINOR 1
+#define RINGD_VERSION_PATCH 0
+
+/* Error codes: X(name, value, description). The values are part of the wire
+ * protocol (the daemon sends them to clients), so never renumber them. */
+#define RINGD_ERRNO_MAP(X)                                                                         \
+    X(EINVAL, -1, "invalid argument")                                                              \
+    X(ENOMEM, -2, "out of memory")                                                                 \
+    X(ECONNECT, -3, "cannot connect to the ringd daemon")                                          \
+    X(ECLOSED, -4, "connection to the ringd daemon was closed")                                    \
+    X(EPROTO, -5, "protocol error")                                                                \
+    X(EVERSION, -6, "protocol version mismatch")                                                   \
+    X(ETIMEDOUT, -7, "collective timed out")                                                       \
+    X(ERING, -8, "ring is down or a neighbour was lost")                                           \
+    X(EMISMATCH, -9, "collective differs between ranks")                                           \
+    X(EABORTED, -10, "collective aborted")                                                         \
+    X(ESHM, -11, "shared memory error")                                                            \
+    X(EBUSY, -12, "local rank already taken")                                                      \
+    X(ERANGE, -13, "buffer outside shared memory region")                                          \
+    X(ETOOBIG, -14, "buffer too large")                                                            \
+    X(EIO, -15, "I/O error")                                                                       \
+    X(ESHUTDOWN, -16, "daemon is shutting down")
+
+typedef enum {
+#define RINGD_ERR_ENUM(name, value, desc) RINGD_##name = value,
+    RINGD_ERRNO_MAP(RINGD_ERR_ENUM)
+#undef RINGD_ERR_ENUM
+} ringd_errno;
+
+/* Element types. Values are on the wire: never renumber. Elements travel in
+ * the host's byte order; all hosts of a ring must share it (checked at
+ * handshake). FLOAT16 is IEEE binary16, BFLOAT16 the upper half of binary32. */
+typedef enum {
+    RINGD_INT8 = 0,
+    RINGD_UINT8 = 1,
+    RINGD_INT32 = 2,
+    RINGD_INT64 = 3,
+    RINGD_FLOAT16 = 4,
+    RINGD_BFLOAT16 = 5,
+    RINGD_FLOAT32 = 6,
+    RINGD_FLOAT64 = 7,
+    RINGD_DTYPE_COUNT
+} ringd_dtype;
+
+/* Reduction operators. Values are on the wire: never renumber.
+ *   SUM   x_0 + x_1 + ... + x_{n-1}. Integers wrap around (two's complement).
+ *   MEAN  SUM divided by ringd_size(); float types only (RINGD_EINVAL otherwise).
+ *   MIN, MAX  elementwise; a NaN in any input gives NaN.
+ *   PROD  x_0 * x_1 * ... * x_{n-1}. Integers wrap around.
+ * Floats are reduced in an order fixed by the ring (each element always in the
+ * same order), so the same inputs give the same bits on every rank and run. */
+typedef enum {
+    RINGD_SUM = 0,
+    RINGD_MEAN = 1,
+    RINGD_MIN = 2,
+    RINGD_MAX = 3,
+    RINGD_PROD = 4,
+    RINGD_OP_COUNT
+} ringd_op;
+
+typedef struct ringd_client ringd_client;
+
+/* Connects to the local ringd daemon and joins the cluster's ranks.
+ * socket_path: the daemon's Unix socket; NULL means $RINGD_SOCKET if set, else
+ * /run/ringd/ringd.sock. The local rank is $RINGD_LOCAL_RANK, else $LOCAL_RANK,
+ * else assigned by the daemon. On success *out owns a client that the caller
+ * releases with ringd_close(). On failure *out is NULL and the message is
+ * available from ringd_last_error(NULL). Blocks for at most a few seconds. */
+int ringd_connect(const char *socket_path, ringd_client **out);
+
+/* Closes the connection and frees everything the client owns, including the
+ * memory returned by ringd_alloc(). NULL is accepted. */
+void ringd_close(ringd_client *c);
+
+/* This process's rank among all clients of all hosts, in [0, ringd_size()). */
+int ringd_rank(const ringd_client *c);
+
+/* Number of ranks: the sum of local_clients over the hosts of the ring. */
+int ringd_size(const ringd_client *c);
+
+/* This process's rank on its host, and the number of processes on its host. */
+int ringd_local_rank(const ringd_client *c);
+int ringd_local_size(const ringd_client *c);
+
+/* Reduces buf (count elements of dtype) with op across all ranks, in place;
+ * blocks until every rank has contributed and the result is in buf, or until
+ * the collective's deadline. Every rank must make the same sequence of calls
+ * with the same count, dtype and op. buf may come from ringd_alloc() (zero
+ * copy) or be any other memory (copied through a shared staging buffer).
+ * Returns 0, or RINGD_EINVAL (bad dtype/op, MEAN on integers), RINGD_ETIMEDOUT,
+ * RINGD_ERING (the ring broke), RINGD_EMISMATCH (another rank submitted a
+ * different collective), RINGD_ECLOSED (daemon went away), ... On error the
+ * contents of buf are unspecified. count 0 is a valid no-op collective. */
+int ringd_allreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, ringd_op op);
+
+/* Allocates bytes of memory shared with the daemon, which reads and writes it
+ * in place. Aligned to 64 bytes, zero-filled. Returns NULL on failure (see
+ * ringd_last_error()). Freed by ringd_free() or ringd_close(). */
+void *ringd_alloc(ringd_client *c, size_t bytes);
+
+/* Releases memory from ringd_alloc(). NULL is accepted; any other pointer that
+ * did not come from ringd_alloc() on this client is ignored. */
+void ringd_free(ringd_client *c, void *p);
+
+/* Short description of an error code ("collective timed out"). Never NULL. */
+const char *ringd_strerror(int err);
+
+/* Name of an error code ("RINGD_ETIMEDOUT"). Never NULL. */
+const char *ringd_errname(int err);
+
+/* The full message of the last failure on c (or of the last failed
+ * ringd_connect() in this thread when c is NULL), for example
+ * "allreduce #12: count differs: this host has 1000, host b has 999".
+ * Valid until the next call on c. Never NULL; "" if nothing failed. */
+const char *ringd_last_error(const ringd_client *c);
+
+/* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
+size_t ringd_dtype_size(ringd_dtype dtype);
+
+/* Names as used by ringctl and the logs ("float32", "sum"); NULL if unknown.
+ * The parse functions return the value, or RINGD_EINVAL. */
+const char *ringd_dtype_name(ringd_dtype dtype);
+const char *ringd_op_name(ringd_op op);
+int ringd_dtype_parse(const char *name);
+int ringd_op_parse(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGD_H */

@@ -1,0 +1,72 @@
+/*
+ * config.h - the ringd YAML configuration, parsed with libyaml into a
+ * validated struct. Knows YAML, not the event loop.
+ *
+ * The schema, key by key, is documented in deploy/ringd.example.yaml. A file
+ * that does not follow it is rejected with one message of the form
+ *   "ringd.yaml:12:5: hosts[2].address: expected HOST:PORT, got \"10.0.0.7\""
+ * (file:line:column of the offending node, the key path, what was expected).
+ */
+#ifndef RINGD_CONFIG_H
+#define RINGD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_MAX_HOSTS 1024
+#define CFG_MAX_NAME 64 /* cluster and host names: [A-Za-z0-9._-], 1..64 chars */
+
+typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
+
+typedef struct {
+    char *name;
+    char *address;     /* as written: "10.0.0.7:7701", "[::1]:7701", "node3:7701" */
+    char *node;        /* host part, IPv6 brackets removed: "::1", "node3" */
+    uint16_t port;
+    char *socket;      /* Unix socket path for this host: its own key, else the top-level one */
+    int local_clients; /* its own key, else the top-level one; >= 1 */
+    int line, column;  /* where the host's entry starts, for later messages */
+} cfg_host;
+
+typedef struct {
+    char *path;          /* the file it was read from */
+    char *cluster;
+    char *socket;        /* default "/run/ringd/ringd.sock" */
+    int local_clients;   /* default 1 */
+    cfg_host *hosts;     /* ring order */
+    size_t n_hosts;      /* >= 1 */
+
+    /* Tuning, all optional. Sizes accept a plain byte count or a suffix
+     * (K, KiB, M, MiB, G, GiB; powers of 1024); durations accept plain
+     * milliseconds or a suffix (ms, s, m). */
+    uint32_t segment_bytes;        /* segment_size: pipelining unit; default 256 KiB, 4 KiB..16 MiB */
+    uint64_t max_buffer_bytes;     /* max_buffer: largest collective; default 4 GiB */
+    uint32_t collective_timeout_ms; /* collective_timeout: default 60 s */
+    uint32_t connect_timeout_ms;    /* connect_timeout: TCP connect + handshake; default 5 s */
+    uint32_t backoff_initial_ms;    /* reconnect backoff start; default 100 ms */
+    uint32_t backoff_max_ms;        /* reconnect backoff cap; default 5 s */
+    uint32_t socket_buffer_bytes;   /* socket_buffer: SO_SNDBUF/SO_RCVBUF; 0 = kernel default; default 4 MiB */
+    cfg_log_level log_level;        /* log_level: debug, info, warn, error; default info */
+} cfg;
+
+/* Reads and validates path into *out. Returns 0, or -1 with a one-line
+ * message "path:line:col: what" in err (errlen bytes, always NUL-terminated).
+ * On failure *out holds nothing that needs cfg_free(). */
+int cfg_load(const char *path, cfg *out, char *err, size_t errlen);
+
+/* Same, from a string in memory; `path` is only used in messages. */
+int cfg_parse(const char *path, const char *text, size_t len, cfg *out, char *err, size_t errlen);
+
+/* Frees everything cfg_load() allocated; the struct itself is the caller's. */
+void cfg_free(cfg *c);
+
+/* Index of the host named name, or -1. */
+int cfg_host_index(const cfg *c, const char *name);
+
+/* Total ranks: the sum of local_clients over all hosts. */
+int cfg_total_ranks(const cfg *c);
+
+/* First rank of host i: the sum of local_clients of the hosts before it. */
+int cfg_first_rank(const cfg *c, size_t i);
+
+#endif /* RINGD_CONFIG_H */

@@ -1,0 +1,180 @@
+/*
+ * msg.h - messages between a local client (libringd, ringctl) and its daemon,
+ * on the daemon's Unix stream socket.
+ *
+ * Same shape as the peer frames (proto/frame.h): a 12-byte header with its own
+ * magic, then a bounded body; integers big-endian; specified in
+ * proto/PROTOCOL.md. No message carries user data: buffers live in shared
+ * memory regions whose file descriptors travel beside MSG_REGISTER as
+ * SCM_RIGHTS ancillary data. Pure encode/decode: no I/O, no allocation.
+ *
+ * A session: the client sends HELLO, the daemon answers WELCOME (or ERROR and
+ * closes). Then every request carries a client-chosen id and gets exactly one
+ * reply carrying the same id, in order: RESULT for REGISTER, UNREGISTER and
+ * COLLECTIVE; STATUS for STATUS_REQ.
+ */
+#ifndef RINGD_PROTO_MSG_H
+#define RINGD_PROTO_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSG_MAGIC 0x52474443u /* "RGDC" */
+#define MSG_VERSION 1
+#define MSG_HEADER_SIZE 12
+#define MSG_MAX_BODY 4096
+#define MSG_MAX_NAME 64  /* host names, collective names */
+#define MSG_MAX_TEXT 1024 /* error messages */
+
+typedef enum {
+    MSG_HELLO = 1,      /* client -> daemon */
+    MSG_WELCOME = 2,    /* daemon -> client */
+    MSG_ERROR = 3,      /* daemon -> client: session refused or broken; the daemon closes */
+    MSG_REGISTER = 4,   /* client -> daemon, with one fd (SCM_RIGHTS): a shared region */
+    MSG_UNREGISTER = 5, /* client -> daemon */
+    MSG_COLLECTIVE = 6, /* client -> daemon: run a collective on a registered region */
+    MSG_RESULT = 7,     /* daemon -> client: outcome of a request */
+    MSG_STATUS_REQ = 8, /* client -> daemon: the ring's state (ringctl status) */
+    MSG_STATUS = 9,     /* daemon -> client */
+} msg_type;
+
+/* Kinds of collective. Values are on the wire. */
+typedef enum {
+    MSG_COLL_ALLREDUCE = 1,
+} msg_coll_kind;
+
+/* HELLO flags. */
+#define MSG_HELLO_OBSERVER 0x1 /* ringctl status: not a rank, joins no collective */
+
+typedef struct {
+    uint8_t version;
+    uint8_t type;    /* msg_type */
+    uint16_t flags;  /* reserved, 0 */
+    uint32_t length; /* body bytes */
+} msg_header;
+
+typedef struct {
+    uint32_t flags;      /* MSG_HELLO_* */
+    int32_t local_rank;  /* requested local rank, -1: any free one */
+    uint32_t pid;
+} msg_hello;
+
+typedef struct {
+    int32_t rank, size;
+    int32_t local_rank, local_size;
+    uint32_t host_index, n_hosts;
+    uint64_t max_bytes;  /* largest collective buffer the daemon accepts */
+    char host[MSG_MAX_NAME + 1];
+} msg_welcome;
+
+typedef struct {
+    int32_t code;  /* RINGD_E* */
+    char text[MSG_MAX_TEXT + 1];
+} msg_error;
+
+typedef struct {
+    uint64_t id;
+    uint32_t region;  /* client-chosen region number, unique per session */
+    uint64_t size;    /* bytes; must equal the size of the passed memfd */
+} msg_register;
+
+typedef struct {
+    uint64_t id;
+    uint32_t region;
+} msg_unregister;
+
+typedef struct {
+    uint64_t id;
+    uint8_t kind;     /* msg_coll_kind */
+    uint8_t dtype;    /* ringd_dtype */
+    uint8_t op;       /* ringd_op */
+    uint32_t region;
+    uint64_t offset;  /* byte offset of the buffer in the region */
+    uint64_t count;   /* elements */
+    uint32_t timeout_ms; /* 0: the daemon's default */
+    char name[MSG_MAX_NAME + 1]; /* optional, "" if none; used in errors */
+} msg_collective;
+
+typedef struct {
+    uint64_t id;
+    int32_t status;  /* 0 or RINGD_E* */
+    char text[MSG_MAX_TEXT + 1]; /* the error message, "" on success */
+} msg_result;
+
+typedef struct {
+    uint64_t id;
+} msg_status_req;
+
+/* Connection state of a ring link, as shown by ringctl status. */
+typedef enum {
+    MSG_LINK_DOWN = 0,       /* no connection; retrying (right) or waiting (left) */
+    MSG_LINK_CONNECTING = 1, /* TCP connect or handshake in progress */
+    MSG_LINK_UP = 2,         /* handshake done, carrying frames */
+    MSG_LINK_SELF = 3,       /* a ring of one host: no link */
+} msg_link_state;
+
+typedef struct {
+    uint64_t id;
+    char cluster[MSG_MAX_NAME + 1];
+    char host[MSG_MAX_NAME + 1];
+    char left[MSG_MAX_NAME + 1];
+    char right[MSG_MAX_NAME + 1];
+    uint32_t host_index, n_hosts;
+    uint8_t left_state, right_state; /* msg_link_state */
+    uint32_t epoch;
+    uint32_t clients;                /* connected ranks on this host */
+    uint32_t local_size;             /* local_clients configured for this host */
+    uint64_t collectives_done, collectives_failed;
+    uint64_t bytes_in, bytes_out;    /* ring payload bytes since start */
+    uint64_t uptime_ms;
+    uint64_t reconnects;
+    char last_error[MSG_MAX_TEXT + 1]; /* last collective failure, "" if none */
+} msg_status;
+
+/* Decoder and encoder errors; same values and meaning as frame_err. */
+typedef enum {
+    MSG_OK = 0,
+    MSG_EAGAIN = -1,
+    MSG_EMAGIC = -2,
+    MSG_EVERSION = -3,
+    MSG_ETYPE = -4,
+    MSG_ELENGTH = -5,
+    MSG_EMALFORMED = -6,
+    MSG_ESPACE = -7,
+} msg_err;
+
+const char *msg_strerror(int err);
+const char *msg_type_name(int type);
+
+/* Decodes a header from buf[0..len): MSG_OK, MSG_EAGAIN if len <
+ * MSG_HEADER_SIZE, else an error for a wrong magic, version, type, or a
+ * length over MSG_MAX_BODY. */
+int msg_decode_header(const uint8_t *buf, size_t len, msg_header *out);
+
+/* Encoders write header and body into buf and return the byte count, or
+ * MSG_ESPACE. Over-long strings are truncated. */
+int msg_encode_hello(uint8_t *buf, size_t cap, const msg_hello *m);
+int msg_encode_welcome(uint8_t *buf, size_t cap, const msg_welcome *m);
+int msg_encode_error(uint8_t *buf, size_t cap, const msg_error *m);
+int msg_encode_register(uint8_t *buf, size_t cap, const msg_register *m);
+int msg_encode_unregister(uint8_t *buf, size_t cap, const msg_unregister *m);
+int msg_encode_collective(uint8_t *buf, size_t cap, const msg_collective *m);
+int msg_encode_result(uint8_t *buf, size_t cap, const msg_result *m);
+int msg_encode_status_req(uint8_t *buf, size_t cap, const msg_status_req *m);
+int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m);
+
+/* Decoders take the header and its body and return MSG_OK or MSG_EMALFORMED
+ * (the body does not have the type's layout: wrong size, bad string).
+ * Values are not range-checked beyond the layout: dtype, op, kind and the
+ * like are the daemon's to validate, with a reply that says what is wrong. */
+int msg_decode_hello(const msg_header *h, const uint8_t *body, msg_hello *out);
+int msg_decode_welcome(const msg_header *h, const uint8_t *body, msg_welcome *out);
+int msg_decode_error(const msg_header *h, const uint8_t *body, msg_error *out);
+int msg_decode_register(const msg_header *h, const uint8_t *body, msg_register *out);
+int msg_decode_unregister(const msg_header *h, const uint8_t *body, msg_unregister *out);
+int msg_decode_collective(const msg_header *h, const uint8_t *body, msg_collective *out);
+int msg_decode_result(const msg_header *h, const uint8_t *body, msg_result *out);
+int msg_decode_status_req(const msg_header *h, const uint8_t *body, msg_status_req *out);
+int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out);
+
+#endif /* RINGD_PROTO_MSG_H */
