@@ -38,9 +38,9 @@ typedef struct {
 
     /* Tuning, all optional. Sizes accept a plain byte count or a suffix
      * (K, KiB, M, MiB, G, GiB; powers of 1024); durations accept plain
-     * milliseconds or a suffix (ms, s, m). */
+     * milliseconds or a suffix (ms, s, m, h). */
     uint32_t segment_bytes;        /* segment_size: pipelining unit; default 256 KiB, 4 KiB..16 MiB */
-    uint64_t max_buffer_bytes;     /* max_buffer: largest collective; default 4 GiB */
+    uint64_t max_buffer_bytes;     /* max_buffer: largest collective; default 4 GiB, 1 MiB..64 GiB */
     uint32_t collective_timeout_ms; /* collective_timeout: default 60 s */
     uint32_t connect_timeout_ms;    /* connect_timeout: TCP connect + handshake; default 5 s */
     uint32_t backoff_initial_ms;    /* reconnect backoff start; default 100 ms */
@@ -68,5 +68,12 @@ int cfg_total_ranks(const cfg *c);
 
 /* First rank of host i: the sum of local_clients of the hosts before it. */
 int cfg_first_rank(const cfg *c, size_t i);
+
+/* The size and duration formats of the file, for command-line flags too:
+ * "4194304", "256KiB", "4 MiB" (K, KiB, M, MiB, G, GiB: powers of 1024) and
+ * "250" (milliseconds), "500ms", "5s", "2m", "1h". Return 0, or -1 if s is
+ * not in the format or overflows 64 bits; no range check. */
+int cfg_parse_size(const char *s, uint64_t *out);
+int cfg_parse_duration_ms(const char *s, uint64_t *out);
 
 #endif /* RINGD_CONFIG_H */

@@ -1,0 +1,783 @@
+/*
+ * config.c - load and validate the ringd YAML configuration.
+ *
+ * libyaml's document API turns the file into a node tree whose nodes carry
+ * their position in the file. We walk that tree once: every mapping is
+ * checked against a table of known keys (unknown and duplicate keys are
+ * errors), every value is parsed by the function its table entry names, and
+ * the first problem stops the walk with one message pointing at the node.
+ * Cross-key rules (inherited per-host settings, backoff_max >= initial) are
+ * applied after the walk, when every key has been seen.
+ */
+#include "config/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#define DEFAULT_SOCKET "/run/ringd/ringd.sock"
+#define SUN_PATH_MAX 107 /* sizeof(sockaddr_un.sun_path) minus the NUL */
+#define MAX_FILE_BYTES (16u << 20)
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+#define GiB (1024ull * MiB)
+#define SEC 1000ull
+#define MIN (60 * SEC)
+#define HOUR (60 * MIN)
+
+typedef struct {
+    const char *text; /* the whole input, to place reader errors */
+    size_t len;
+    yaml_document_t *doc;
+    cfg *c;
+    char *err;
+    size_t errlen;
+    char got[96]; /* the "got ..." part of the current message */
+} ctx;
+
+struct key;
+typedef int parse_fn(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp);
+
+/* One accepted key of a mapping: how to parse its value and where to store
+ * it (offset and size of the field in a cfg or a cfg_host). */
+struct key {
+    const char *name;
+    parse_fn *parse;
+    bool required;
+    size_t offset, size;
+    uint64_t min, max;
+};
+
+#define FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
+
+static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
+    parse_hosts, parse_address;
+
+static const struct key top_keys[] = {
+    {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
+    {"socket", parse_socket, false, FIELD(cfg, socket), 0, 0},
+    {"local_clients", parse_count, false, FIELD(cfg, local_clients), 1, 1024},
+    {"hosts", parse_hosts, true, 0, 0, 0, 0},
+    {"segment_size", parse_size, false, FIELD(cfg, segment_bytes), 4 * KiB, 16 * MiB},
+    {"max_buffer", parse_size, false, FIELD(cfg, max_buffer_bytes), 1 * MiB, 64 * GiB},
+    {"collective_timeout", parse_duration, false, FIELD(cfg, collective_timeout_ms), 100,
+     24 * HOUR},
+    {"connect_timeout", parse_duration, false, FIELD(cfg, connect_timeout_ms), 100, 10 * MIN},
+    {"backoff_initial", parse_duration, false, FIELD(cfg, backoff_initial_ms), 10, 1 * HOUR},
+    {"backoff_max", parse_duration, false, FIELD(cfg, backoff_max_ms), 10, 1 * HOUR},
+    {"socket_buffer", parse_size, false, FIELD(cfg, socket_buffer_bytes), 0, 1 * GiB},
+    {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
+};
+
+static const struct key host_keys[] = {
+    {"name", parse_name, true, FIELD(cfg_host, name), 0, 0},
+    {"address", parse_address, true, 0, 0, 0, 0},
+    {"socket", parse_socket, false, FIELD(cfg_host, socket), 0, 0},
+    {"local_clients", parse_count, false, FIELD(cfg_host, local_clients), 1, 1024},
+};
+
+#define N_TOP (sizeof top_keys / sizeof top_keys[0])
+#define N_HOST (sizeof host_keys / sizeof host_keys[0])
+
+/* ---- Messages ---------------------------------------------------------- */
+
+__attribute__((format(printf, 4, 5))) static int fail(ctx *x, yaml_mark_t m, const char *kp,
+                                                      const char *fmt, ...) {
+    int n = snprintf(x->err, x->errlen, "%s:%zu:%zu: %s%s", x->c->path, m.line + 1, m.column + 1,
+                     kp, *kp ? ": " : "");
+    if (n >= 0 && (size_t)n < x->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(x->err + n, x->errlen - n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int fail_oom(ctx *x) {
+    snprintf(x->err, x->errlen, "%s: out of memory", x->c->path ? x->c->path : "config");
+    return -1;
+}
+
+/* Quotes s for a message: printable ASCII as is, the rest escaped, long
+ * values cut short, so that a message always stays one readable line. */
+static const char *quote(ctx *x, const char *s, size_t len) {
+    char *o = x->got, *end = x->got + sizeof x->got - 8;
+    *o++ = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (o + 4 >= end) {
+            strcpy(o, "...");
+            o += 3;
+            break;
+        }
+        if (ch == '"' || ch == '\\')
+            o += sprintf(o, "\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f)
+            o += sprintf(o, "\\x%02x", ch);
+        else
+            *o++ = (char)ch;
+    }
+    strcpy(o, "\"");
+    return x->got;
+}
+
+/* What a node is, for the "got ..." part of a message. */
+static const char *describe(ctx *x, yaml_node_t *n) {
+    switch (n->type) {
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a sequence";
+    case YAML_SCALAR_NODE:
+        if (n->data.scalar.length == 0 && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+            return "an empty value";
+        return quote(x, (const char *)n->data.scalar.value, n->data.scalar.length);
+    default:
+        return "nothing";
+    }
+}
+
+static void fmt_size(char *buf, size_t len, uint64_t v) {
+    static const char *unit[] = {"bytes", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (u < 3 && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%llu %s", (unsigned long long)v, unit[u]);
+}
+
+static void fmt_duration(char *buf, size_t len, uint64_t ms) {
+    if (ms >= HOUR && ms % HOUR == 0)
+        snprintf(buf, len, "%lluh", (unsigned long long)(ms / HOUR));
+    else if (ms >= MIN && ms % MIN == 0)
+        snprintf(buf, len, "%llum", (unsigned long long)(ms / MIN));
+    else if (ms >= SEC && ms % SEC == 0)
+        snprintf(buf, len, "%llus", (unsigned long long)(ms / SEC));
+    else
+        snprintf(buf, len, "%llums", (unsigned long long)ms);
+}
+
+/* ---- Number formats, shared with the command-line flags --------------- */
+
+/* A decimal number without sign; *end is left after it. */
+static int parse_digits(const char *s, uint64_t *out, const char **end) {
+    uint64_t v = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    *end = s;
+    return 0;
+}
+
+struct unit {
+    const char *suffix;
+    uint64_t mult;
+};
+
+static int parse_with_units(const char *s, uint64_t *out, const struct unit *units, size_t n) {
+    uint64_t v;
+    const char *rest;
+    if (!s || parse_digits(s, &v, &rest) < 0)
+        return -1;
+    while (*rest == ' ') /* "4 MiB" reads as well as "4MiB" */
+        rest++;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rest, units[i].suffix) == 0) {
+            if (units[i].mult && v > UINT64_MAX / units[i].mult)
+                return -1;
+            *out = v * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int cfg_parse_size(const char *s, uint64_t *out) {
+    static const struct unit units[] = {{"", 1},       {"K", KiB}, {"KiB", KiB}, {"M", MiB},
+                                        {"MiB", MiB},  {"G", GiB}, {"GiB", GiB}};
+    return parse_with_units(s, out, units, sizeof units / sizeof units[0]);
+}
+
+int cfg_parse_duration_ms(const char *s, uint64_t *out) {
+    static const struct unit units[] = {{"", 1}, {"ms", 1}, {"s", SEC}, {"m", MIN}, {"h", HOUR}};
+    return parse_with_units(s, out, units, sizeof units / sizeof units[0]);
+}
+
+/* ---- Values ------------------------------------------------------------ */
+
+/* The text of a scalar node, or an error naming what was expected. Scalars
+ * with an embedded NUL are refused: everything downstream is C strings. */
+static const char *scalar(ctx *x, yaml_node_t *v, const char *kp, const char *expected) {
+    if (v->type != YAML_SCALAR_NODE) {
+        fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+        return NULL;
+    }
+    const char *s = (const char *)v->data.scalar.value;
+    if (memchr(s, '\0', v->data.scalar.length)) {
+        fail(x, v->start_mark, kp, "expected %s, got a value containing a NUL byte", expected);
+        return NULL;
+    }
+    return s;
+}
+
+static void *field(void *obj, const struct key *k) { return (char *)obj + k->offset; }
+
+static void store_uint(void *obj, const struct key *k, uint64_t v) {
+    switch (k->size) {
+    case sizeof(uint32_t):
+        *(uint32_t *)field(obj, k) = (uint32_t)v;
+        break;
+    case sizeof(uint64_t):
+        *(uint64_t *)field(obj, k) = v;
+        break;
+    }
+}
+
+static int store_string(ctx *x, void *obj, const struct key *k, const char *s) {
+    char *copy = strdup(s);
+    if (!copy)
+        return fail_oom(x);
+    *(char **)field(obj, k) = copy;
+    return 0;
+}
+
+static bool valid_name(const char *s) {
+    size_t len = strlen(s);
+    return len >= 1 && len <= CFG_MAX_NAME &&
+           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == len;
+}
+
+static int parse_name(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    static const char expected[] = "a name of 1 to 64 characters from A-Z a-z 0-9 . _ -";
+    const char *s = scalar(x, v, kp, expected);
+    if (!s)
+        return -1;
+    if (!valid_name(s))
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    return store_string(x, obj, k, s);
+}
+
+static int parse_socket(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    const char *s = scalar(x, v, kp, "an absolute path");
+    if (!s)
+        return -1;
+    if (s[0] != '/')
+        return fail(x, v->start_mark, kp, "expected an absolute path, got %s", describe(x, v));
+    if (strlen(s) > SUN_PATH_MAX)
+        return fail(x, v->start_mark, kp,
+                    "expected a path of at most %d bytes (the sun_path limit of Unix sockets), "
+                    "got %zu bytes",
+                    SUN_PATH_MAX, strlen(s));
+    return store_string(x, obj, k, s);
+}
+
+static int parse_count(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    char expected[48];
+    snprintf(expected, sizeof expected, "an integer %llu..%llu", (unsigned long long)k->min,
+             (unsigned long long)k->max);
+    const char *s = scalar(x, v, kp, expected), *rest;
+    uint64_t n;
+    if (!s)
+        return -1;
+    if (parse_digits(s, &n, &rest) < 0 || *rest || n < k->min || n > k->max)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    *(int *)field(obj, k) = (int)n;
+    return 0;
+}
+
+static int parse_size(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    static const char format[] = "a size (bytes, or a number with K, KiB, M, MiB, G or GiB)";
+    char lo[32], hi[32];
+    uint64_t n;
+    const char *s = scalar(x, v, kp, format);
+    if (!s)
+        return -1;
+    if (cfg_parse_size(s, &n) < 0)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", format, describe(x, v));
+    if (n < k->min || n > k->max) {
+        fmt_size(lo, sizeof lo, k->min);
+        fmt_size(hi, sizeof hi, k->max);
+        return fail(x, v->start_mark, kp, "expected a size from %s to %s, got %s", lo, hi,
+                    describe(x, v));
+    }
+    /* Segments hold whole elements of every data type, the widest being 8 bytes. */
+    if (k->offset == offsetof(cfg, segment_bytes) && n % 8 != 0)
+        return fail(x, v->start_mark, kp, "expected a multiple of 8 bytes, got %s", describe(x, v));
+    store_uint(obj, k, n);
+    return 0;
+}
+
+static int parse_duration(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    static const char format[] = "a duration (milliseconds, or a number with ms, s, m or h)";
+    char lo[32], hi[32];
+    uint64_t n;
+    const char *s = scalar(x, v, kp, format);
+    if (!s)
+        return -1;
+    if (cfg_parse_duration_ms(s, &n) < 0)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", format, describe(x, v));
+    if (n < k->min || n > k->max) {
+        fmt_duration(lo, sizeof lo, k->min);
+        fmt_duration(hi, sizeof hi, k->max);
+        return fail(x, v->start_mark, kp, "expected a duration from %s to %s, got %s", lo, hi,
+                    describe(x, v));
+    }
+    store_uint(obj, k, n);
+    return 0;
+}
+
+static int parse_log_level(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    static const char expected[] = "one of debug, info, warn, error";
+    const char *s = scalar(x, v, kp, expected);
+    if (!s)
+        return -1;
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *(cfg_log_level *)field(obj, k) = (cfg_log_level)i;
+            return 0;
+        }
+    }
+    return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+}
+
+/* A DNS name: dot-separated labels of letters, digits, '-' and '_' (common in
+ * internal names), no label empty or starting or ending with '-'. */
+static bool valid_hostname(const char *s, size_t len) {
+    if (len == 0 || len > 253)
+        return false;
+    size_t label = 0;
+    for (size_t i = 0; i <= len; i++) {
+        char ch = i < len ? s[i] : '.';
+        if (ch == '.') {
+            if (label == 0 || label > 63 || s[i - 1] == '-')
+                return false;
+            label = 0;
+        } else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                   (ch >= '0' && ch <= '9') || ch == '_' || (ch == '-' && label > 0)) {
+            label++;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* "HOST:PORT": an IPv4 literal, a host name or a bracketed IPv6 literal
+ * (with an optional %zone), then a port 1..65535. */
+static int parse_address(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    cfg_host *h = obj;
+    char node[256];
+    const char *s = scalar(x, v, kp, "HOST:PORT"), *host, *colon, *rest;
+    size_t hlen;
+    uint64_t port;
+    (void)k;
+    if (!s)
+        return -1;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return fail(x, v->start_mark, kp, "expected [IPv6]:PORT, got %s", describe(x, v));
+        host = s + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1;
+        if (hlen >= sizeof node)
+            return fail(x, v->start_mark, kp, "expected an IPv6 address in brackets, got %s",
+                        describe(x, v));
+        memcpy(node, host, hlen);
+        node[hlen] = '\0';
+        char *zone = strchr(node, '%');
+        if (zone)
+            *zone = '\0';
+        struct in6_addr a6;
+        if (inet_pton(AF_INET6, node, &a6) != 1 ||
+            (zone && (!zone[1] || strspn(zone + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq"
+                                                   "rstuvwxyz0123456789._-") != strlen(zone + 1))))
+            return fail(x, v->start_mark, kp, "expected an IPv6 address in brackets, got %s",
+                        describe(x, v));
+        if (zone)
+            *zone = '%';
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return fail(x, v->start_mark, kp, "expected HOST:PORT, got %s", describe(x, v));
+        host = s;
+        hlen = (size_t)(colon - s);
+        if (memchr(host, ':', hlen))
+            return fail(x, v->start_mark, kp, "expected HOST:PORT (an IPv6 address goes in "
+                        "brackets: [::1]:7701), got %s", describe(x, v));
+        if (!valid_hostname(host, hlen))
+            return fail(x, v->start_mark, kp, "expected an IPv4 address or a host name before "
+                        "the port, got %s", describe(x, v));
+        memcpy(node, host, hlen);
+        node[hlen] = '\0';
+        /* All digits and dots is meant as an IPv4 literal; "10.0.0.300" is a typo. */
+        struct in_addr a4;
+        if (strspn(node, "0123456789.") == hlen && inet_pton(AF_INET, node, &a4) != 1)
+            return fail(x, v->start_mark, kp, "expected a valid IPv4 address, got %s",
+                        describe(x, v));
+    }
+    if (parse_digits(colon + 1, &port, &rest) < 0 || *rest || port < 1 || port > 65535)
+        return fail(x, v->start_mark, kp, "expected a port 1..65535 after the colon, got %s",
+                    describe(x, v));
+    if (!(h->address = strdup(s)) || !(h->node = strdup(node)))
+        return fail_oom(x);
+    h->port = (uint16_t)port;
+    return 0;
+}
+
+/* ---- Mappings ---------------------------------------------------------- */
+
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), row[65];
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* Appends key to the path prefix, escaping anything odd a file may hold. */
+static void join_path(char *out, size_t len, const char *prefix, const char *key, size_t klen) {
+    size_t n = (size_t)snprintf(out, len, "%s%s", prefix, *prefix ? "." : "");
+    for (size_t i = 0; i < klen && n + 5 < len; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        n += (size_t)snprintf(out + n, len - n, ch > 0x20 && ch < 0x7f ? "%c" : "\\x%02x", ch);
+    }
+}
+
+static int unknown_key(ctx *x, yaml_node_t *kn, const char *kp, const char *key,
+                       const struct key *keys, size_t nkeys) {
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    for (size_t i = 0; i < nkeys; i++) {
+        size_t d = edit_distance(key, keys[i].name);
+        if (d < best_d) {
+            best_d = d;
+            best = keys[i].name;
+        }
+    }
+    if (best && best_d <= 2 && best_d < strlen(key))
+        return fail(x, kn->start_mark, kp, "unknown key, did you mean %s?", best);
+    char list[256];
+    size_t n = 0;
+    for (size_t i = 0; i < nkeys; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", keys[i].name);
+    return fail(x, kn->start_mark, kp, "unknown key, expected one of %s", list);
+}
+
+/* Checks every key of mapping m against keys[] and parses the values into
+ * obj. found[i] gets the value node of keys[i], or NULL if absent. */
+static int walk_mapping(ctx *x, yaml_node_t *m, const char *prefix, const struct key *keys,
+                        size_t nkeys, void *obj, yaml_node_t **found) {
+    yaml_node_t *found_key[N_TOP > N_HOST ? N_TOP : N_HOST] = {0};
+    char kp[256];
+    for (size_t i = 0; i < nkeys; i++)
+        found[i] = NULL;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(x->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(x->doc, p->value);
+        if (kn->type != YAML_SCALAR_NODE)
+            return fail(x, kn->start_mark, prefix, "expected a key name, got %s", describe(x, kn));
+        const char *key = (const char *)kn->data.scalar.value;
+        size_t klen = kn->data.scalar.length;
+        join_path(kp, sizeof kp, prefix, key, klen);
+        size_t i = 0;
+        while (i < nkeys && !(strlen(keys[i].name) == klen && memcmp(keys[i].name, key, klen) == 0))
+            i++;
+        if (i == nkeys)
+            return unknown_key(x, kn, kp, memchr(key, '\0', klen) ? "" : key, keys, nkeys);
+        if (found[i])
+            return fail(x, kn->start_mark, kp, "duplicate key, first given at line %zu",
+                        found_key[i]->start_mark.line + 1);
+        found[i] = vn;
+        found_key[i] = kn;
+        if (keys[i].parse(x, obj, &keys[i], vn, kp) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < nkeys; i++) {
+        if (keys[i].required && !found[i]) {
+            join_path(kp, sizeof kp, prefix, keys[i].name, strlen(keys[i].name));
+            return fail(x, m->start_mark, kp, "required key is missing");
+        }
+    }
+    return 0;
+}
+
+static yaml_node_t *found_node(yaml_node_t **found, const struct key *keys, size_t nkeys,
+                               const char *name) {
+    for (size_t i = 0; i < nkeys; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return found[i];
+    return NULL;
+}
+
+static int parse_host(ctx *x, size_t i, yaml_node_t *item) {
+    cfg_host *h = &x->c->hosts[i];
+    yaml_node_t *found[N_HOST];
+    char kp[48];
+    snprintf(kp, sizeof kp, "hosts[%zu]", i);
+    h->line = (int)item->start_mark.line + 1;
+    h->column = (int)item->start_mark.column + 1;
+    if (item->type != YAML_MAPPING_NODE)
+        return fail(x, item->start_mark, kp, "expected a mapping with name and address, got %s",
+                    describe(x, item));
+    if (walk_mapping(x, item, kp, host_keys, N_HOST, h, found) < 0)
+        return -1;
+    /* Names and addresses identify a host; the same socket path on two hosts
+     * is fine, they may well be different machines. */
+    for (size_t j = 0; j < i; j++) {
+        const cfg_host *o = &x->c->hosts[j];
+        if (strcmp(o->name, h->name) == 0) {
+            snprintf(kp, sizeof kp, "hosts[%zu].name", i);
+            return fail(x, found_node(found, host_keys, N_HOST, "name")->start_mark, kp,
+                        "duplicate host name %s, already used by hosts[%zu] at line %d",
+                        quote(x, h->name, strlen(h->name)), j, o->line);
+        }
+        if (strcmp(o->address, h->address) == 0) {
+            snprintf(kp, sizeof kp, "hosts[%zu].address", i);
+            return fail(x, found_node(found, host_keys, N_HOST, "address")->start_mark, kp,
+                        "duplicate address %s, already used by hosts[%zu] at line %d",
+                        quote(x, h->address, strlen(h->address)), j, o->line);
+        }
+    }
+    return 0;
+}
+
+static int parse_hosts(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    cfg *c = obj;
+    (void)k;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(x, v->start_mark, kp, "expected a sequence of hosts, got %s", describe(x, v));
+    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    if (n == 0)
+        return fail(x, v->start_mark, kp, "expected at least one host, got an empty sequence");
+    if (n > CFG_MAX_HOSTS)
+        return fail(x, v->start_mark, kp, "expected at most %d hosts, got %zu", CFG_MAX_HOSTS, n);
+    if (!(c->hosts = calloc(n, sizeof *c->hosts)))
+        return fail_oom(x);
+    /* Count hosts as they are filled in, so that cfg_free() sees them all. */
+    for (size_t i = 0; i < n; i++) {
+        c->n_hosts = i + 1;
+        if (parse_host(x, i, yaml_document_get_node(x->doc, v->data.sequence.items.start[i])) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- Whole file -------------------------------------------------------- */
+
+/* Rules that involve several keys, checked once all of them are known. */
+static int finish(ctx *x, yaml_node_t **found) {
+    cfg *c = x->c;
+    if (c->backoff_max_ms < c->backoff_initial_ms) {
+        char a[32], b[32];
+        yaml_node_t *mx = found_node(found, top_keys, N_TOP, "backoff_max");
+        yaml_node_t *in = found_node(found, top_keys, N_TOP, "backoff_initial");
+        fmt_duration(a, sizeof a, c->backoff_initial_ms);
+        fmt_duration(b, sizeof b, c->backoff_max_ms);
+        if (mx)
+            return fail(x, mx->start_mark, "backoff_max",
+                        "expected at least backoff_initial (%s), got %s", a, describe(x, mx));
+        return fail(x, in->start_mark, "backoff_initial",
+                    "expected at most backoff_max (%s by default), got %s", b, describe(x, in));
+    }
+    if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET)))
+        return fail_oom(x);
+    for (size_t i = 0; i < c->n_hosts; i++) {
+        cfg_host *h = &c->hosts[i];
+        if (!h->socket && !(h->socket = strdup(c->socket)))
+            return fail_oom(x);
+        if (!h->local_clients)
+            h->local_clients = c->local_clients;
+    }
+    return 0;
+}
+
+static void set_defaults(cfg *c) {
+    c->local_clients = 1;
+    c->segment_bytes = 256 * KiB;
+    c->max_buffer_bytes = 4 * GiB;
+    c->collective_timeout_ms = 60 * SEC;
+    c->connect_timeout_ms = 5 * SEC;
+    c->backoff_initial_ms = 100;
+    c->backoff_max_ms = 5 * SEC;
+    c->socket_buffer_bytes = 4 * MiB;
+    c->log_level = CFG_LOG_INFO;
+}
+
+static int parse_yaml_error(ctx *x, yaml_parser_t *p) {
+    if (p->error == YAML_MEMORY_ERROR)
+        return fail_oom(x);
+    /* The reader (bad UTF-8) only knows a byte offset: turn it into a mark. */
+    if (p->error == YAML_READER_ERROR) {
+        yaml_mark_t m = {0, 0, 0};
+        for (size_t i = 0; i < p->problem_offset && i < x->len; i++) {
+            if (x->text[i] == '\n') {
+                m.line++;
+                m.column = 0;
+            } else {
+                m.column++;
+            }
+        }
+        return fail(x, m, "", "invalid YAML: %s", p->problem ? p->problem : "unreadable input");
+    }
+    if (p->context)
+        return fail(x, p->problem_mark, "", "invalid YAML: %s (%s started at line %zu, column %zu)",
+                    p->problem, p->context, p->context_mark.line + 1, p->context_mark.column + 1);
+    return fail(x, p->problem_mark, "", "invalid YAML: %s", p->problem ? p->problem : "error");
+}
+
+static int parse_document(ctx *x, yaml_parser_t *p) {
+    yaml_node_t *found[N_TOP];
+    yaml_node_t *root = yaml_document_get_root_node(x->doc);
+    yaml_mark_t start = {0, 0, 0};
+    if (!root)
+        return fail(x, start, "", "expected a mapping of settings, got an empty file");
+    if (root->type != YAML_MAPPING_NODE)
+        return fail(x, root->start_mark, "", "expected a mapping of settings at the top level, "
+                    "got %s", describe(x, root));
+    if (walk_mapping(x, root, "", top_keys, N_TOP, x->c, found) < 0 || finish(x, found) < 0)
+        return -1;
+
+    /* A second document would be silently ignored; say so instead. */
+    yaml_document_t next;
+    if (!yaml_parser_load(p, &next))
+        return parse_yaml_error(x, p);
+    bool more = yaml_document_get_root_node(&next) != NULL;
+    yaml_mark_t m = next.start_mark;
+    yaml_document_delete(&next);
+    if (more)
+        return fail(x, m, "", "expected a single YAML document, got a second one");
+    return 0;
+}
+
+int cfg_parse(const char *path, const char *text, size_t len, cfg *out, char *err, size_t errlen) {
+    ctx x = {.text = text, .len = len, .c = out, .err = err, .errlen = errlen};
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    int rc = -1;
+
+    if (errlen)
+        err[0] = '\0';
+    memset(out, 0, sizeof *out);
+    set_defaults(out);
+    if (!(out->path = strdup(path ? path : "config")))
+        return fail_oom(&x);
+    if (!yaml_parser_initialize(&parser)) {
+        rc = fail_oom(&x);
+        goto out;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = parse_yaml_error(&x, &parser);
+    } else {
+        x.doc = &doc;
+        rc = parse_document(&x, &parser);
+        yaml_document_delete(&doc);
+    }
+    yaml_parser_delete(&parser);
+out:
+    if (rc < 0) {
+        cfg_free(out);
+        memset(out, 0, sizeof *out);
+    }
+    return rc;
+}
+
+int cfg_load(const char *path, cfg *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            char *nb = cap < MAX_FILE_BYTES ? realloc(buf, cap ? cap * 2 : 4096) : NULL;
+            if (!nb) {
+                snprintf(err, errlen, "%s: cannot read: %s", path,
+                         cap < MAX_FILE_BYTES ? "out of memory" : "larger than 16 MiB");
+                goto fail;
+            }
+            buf = nb;
+            cap = cap ? cap * 2 : 4096;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f)) {
+                snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+                goto fail;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    int rc = cfg_parse(path, buf, len, out, err, errlen);
+    free(buf);
+    return rc;
+fail:
+    free(buf);
+    fclose(f);
+    return -1;
+}
+
+void cfg_free(cfg *c) {
+    for (size_t i = 0; c->hosts && i < c->n_hosts; i++) {
+        free(c->hosts[i].name);
+        free(c->hosts[i].address);
+        free(c->hosts[i].node);
+        free(c->hosts[i].socket);
+    }
+    free(c->hosts);
+    free(c->path);
+    free(c->cluster);
+    free(c->socket);
+    c->hosts = NULL;
+    c->n_hosts = 0;
+    c->path = c->cluster = c->socket = NULL;
+}
+
+int cfg_host_index(const cfg *c, const char *name) {
+    for (size_t i = 0; i < c->n_hosts; i++)
+        if (strcmp(c->hosts[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int cfg_total_ranks(const cfg *c) { return cfg_first_rank(c, c->n_hosts); }
+
+int cfg_first_rank(const cfg *c, size_t i) {
+    int rank = 0;
+    for (size_t j = 0; j < i && j < c->n_hosts; j++)
+        rank += c->hosts[j].local_clients;
+    return rank;
+}
