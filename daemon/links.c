@@ -1,0 +1,819 @@
+/*
+ * links.c - the ring's TCP links: connect right, accept left, read frames.
+ *
+ * Each connection is a `conn`: a TCP handle, a state, and a frame reader.
+ * The reader never buffers: libuv's alloc callback hands out exactly the bytes
+ * still missing from the current piece (the 12-byte header, the body, or the
+ * payload, which goes straight to where the ring wants it), so every byte is
+ * read once into its final place. Reading is paused while the ring is not
+ * ready for a frame; TCP flow control then holds the sender back.
+ *
+ * The right link is ours to keep up: resolve, connect, HELLO, WELCOME, with
+ * capped exponential backoff between attempts. The left link is whoever
+ * connects to our port with a valid HELLO; a newer valid one replaces it, and
+ * half-open strangers are dropped after connect_timeout.
+ */
+#include "links.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ringd.h"
+
+#define MAX_PENDING 16      /* unauthenticated connections at once */
+#define SKIP_BUF (64 << 10) /* sink for discarded payloads */
+
+typedef enum { RD_HEADER, RD_BODY, RD_PAYLOAD, RD_SKIP, RD_PAUSED } rd_state;
+
+typedef enum {
+    CONN_PENDING, /* accepted, HELLO not yet validated */
+    CONN_LEFT,    /* the left link */
+    CONN_RIGHT,   /* the right link (any state from connecting to up) */
+} conn_role;
+
+typedef struct conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* handshake deadline */
+    links *owner;
+    conn_role role;
+    int closing;
+    int refusing;     /* WELCOME with an error is being sent; close after it */
+    struct conn *next; /* in owner->pending */
+    char peer[64];    /* printable remote address */
+
+    rd_state rd;
+    size_t got, need;
+    uint8_t hdr_buf[FRAME_HEADER_SIZE];
+    frame_header hdr;
+    uint8_t body[FRAME_MAX_CONTROL_BODY];
+    frame_data data; /* the DATA frame being read */
+    uint8_t *dst;
+} conn;
+
+/* A write request allocated together with the frame header it sends. */
+typedef struct {
+    uv_write_t req;
+    links *owner;
+    int is_data;
+    uint8_t buf[];
+} send_req;
+
+#define CONTROL_CAP (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
+#define DATA_CAP (FRAME_HEADER_SIZE + FRAME_DATA_HEADER_SIZE)
+
+struct links {
+    uv_loop_t *loop;
+    const cfg *cfg;
+    int me, n, left, right;
+    links_callbacks cb;
+    void *data;
+
+    uv_tcp_t listener;
+    uv_timer_t retry;       /* backoff before the next connect attempt */
+    uv_timer_t resume;      /* deferred links_resume() */
+    uv_getaddrinfo_t gai;
+    conn *resolving;        /* the right conn whose address is being resolved */
+    uv_connect_t connect_req;
+    int listening;          /* listener initialised */
+    uint32_t backoff_ms;
+
+    conn *l;                /* left link, NULL when down */
+    conn *r;                /* right link, NULL when down */
+    link_state r_state;
+    conn *pending;
+    int n_pending;
+
+    uint32_t epoch;
+    char left_error[256], right_error[256];
+    log_ratelimit connect_rl;
+    int was_up;             /* the right link has been up before */
+    links_stats stats;
+
+    int closing;
+    int open_handles;       /* handles still to see their close callback */
+    void (*done)(void *);
+    void *done_data;
+    uint8_t skip[SKIP_BUF];
+};
+
+static void start_connect(links *l);
+static void conn_close(conn *c, const char *why);
+static void start_reading(conn *c);
+
+/* ---- small helpers ---- */
+
+/* Drops one of the things (handles, connections, a pending resolution) that
+ * keep l alive while closing; the last one frees it. */
+static void release(links *l)
+{
+    if (--l->open_handles == 0 && l->closing) {
+        void (*done)(void *) = l->done;
+        void *data = l->done_data;
+        free(l);
+        if (done) done(data);
+    }
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+    release(h->data);
+}
+
+static void close_handle(links *l, uv_handle_t *h)
+{
+    h->data = l;
+    uv_close(h, handle_closed);
+}
+
+static void describe_addr(const struct sockaddr *sa, char *out, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const void *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+        port = ntohs(in->sin_port);
+        snprintf(out, len, "%s:%d", ip, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const void *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+        port = ntohs(in6->sin6_port);
+        snprintf(out, len, "[%s]:%d", ip, port);
+    } else {
+        snprintf(out, len, "?");
+    }
+}
+
+static void tune_socket(links *l, uv_tcp_t *tcp)
+{
+    /* Segments are pipelined, so Nagle would only add latency; large
+     * buffers keep a fast link busy across the loop's scheduling gaps. */
+    uv_tcp_nodelay(tcp, 1);
+    int size = (int)l->cfg->socket_buffer_bytes;
+    if (size > 0) {
+        uv_send_buffer_size((uv_handle_t *)tcp, &size);
+        size = (int)l->cfg->socket_buffer_bytes;
+        uv_recv_buffer_size((uv_handle_t *)tcp, &size);
+    }
+}
+
+static const char *side_name(const links *l, link_side side)
+{
+    return l->cfg->hosts[side == LINK_LEFT ? l->left : l->right].name;
+}
+
+/* ---- sending ---- */
+
+static void on_write_done(uv_write_t *req, int status)
+{
+    send_req *s = (send_req *)req;
+    links *l = s->owner;
+    int is_data = s->is_data;
+    free(s);
+    if (is_data) l->cb.on_sent(l->data, status < 0 ? RINGD_ERING : 0);
+}
+
+/* Sends a control frame already encoded in s->buf (n bytes). */
+static int send_control(conn *c, send_req *s, int n, uv_write_cb cb)
+{
+    s->owner = c->owner;
+    s->is_data = 0;
+    uv_buf_t b = uv_buf_init((char *)s->buf, (unsigned)n);
+    int rc = uv_write(&s->req, (uv_stream_t *)&c->tcp, &b, 1, cb ? cb : on_write_done);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+int links_send_data(links *l, const frame_data *d, const uint8_t *payload)
+{
+    if (!l->r || l->r_state != LINK_UP) return RINGD_ERING;
+    send_req *s = malloc(sizeof *s + DATA_CAP);
+    if (!s) return RINGD_ENOMEM;
+    s->owner = l;
+    s->is_data = 1;
+    int n = frame_encode_data(s->buf, DATA_CAP, d);
+    uv_buf_t bufs[2] = {uv_buf_init((char *)s->buf, (unsigned)n),
+                        uv_buf_init((char *)payload, d->length)};
+    int rc = uv_write(&s->req, (uv_stream_t *)&l->r->tcp, bufs, 2, on_write_done);
+    if (rc < 0) {
+        free(s);
+        return RINGD_ERING;
+    }
+    l->stats.bytes_out += d->length;
+    return 0;
+}
+
+/* ---- reading ---- */
+
+static void expect(conn *c, rd_state st, size_t need)
+{
+    c->rd = st;
+    c->got = 0;
+    c->need = need;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    conn *c = h->data;
+    size_t left = c->need - c->got;
+    switch (c->rd) {
+    case RD_HEADER: *buf = uv_buf_init((char *)c->hdr_buf + c->got, (unsigned)left); break;
+    case RD_BODY: *buf = uv_buf_init((char *)c->body + c->got, (unsigned)left); break;
+    case RD_PAYLOAD: *buf = uv_buf_init((char *)c->dst + c->got, (unsigned)left); break;
+    case RD_SKIP:
+        *buf = uv_buf_init((char *)c->owner->skip, (unsigned)(left < SKIP_BUF ? left : SKIP_BUF));
+        break;
+    case RD_PAUSED: *buf = uv_buf_init(NULL, 0); break;
+    }
+}
+
+/* Offers the DATA frame in c->data to the ring and sets up the payload read. */
+static void offer_data(conn *c)
+{
+    links *l = c->owner;
+    char why[512] = "";
+    uint8_t *dst = NULL;
+    int act = l->cb.on_data(l->data, &c->data, &dst, why, sizeof why);
+    if (act < 0) {
+        conn_close(c, why);
+        return;
+    }
+    if (act == LINK_RECV_PAUSE) {
+        if (c->rd != RD_PAUSED) uv_read_stop((uv_stream_t *)&c->tcp);
+        c->rd = RD_PAUSED;
+        return;
+    }
+    int was_paused = c->rd == RD_PAUSED;
+    if (c->data.length == 0) {
+        if (act == LINK_RECV_INTO) l->cb.on_payload(l->data, &c->data);
+        expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+    } else if (act == LINK_RECV_INTO) {
+        c->dst = dst;
+        expect(c, RD_PAYLOAD, c->data.length);
+    } else {
+        expect(c, RD_SKIP, c->data.length);
+    }
+    if (was_paused && !c->closing) start_reading(c);
+}
+
+static void handle_hello(conn *c);
+static void handle_welcome(conn *c);
+
+/* A complete header or body is in; decide what comes next. */
+static void frame_piece_done(conn *c)
+{
+    links *l = c->owner;
+    int rc;
+    char why[256];
+
+    if (c->rd == RD_HEADER) {
+        rc = frame_decode_header(c->hdr_buf, FRAME_HEADER_SIZE, &c->hdr);
+        if (rc < 0) {
+            snprintf(why, sizeof why, "bad frame header: %s", frame_strerror(rc));
+            conn_close(c, why);
+            return;
+        }
+        /* Each connection carries its own frame types, in its own order. */
+        int ok;
+        switch (c->role) {
+        case CONN_PENDING: ok = c->hdr.type == FRAME_HELLO; break;
+        case CONN_RIGHT:
+            ok = (l->r_state == LINK_HANDSHAKE && c->hdr.type == FRAME_WELCOME) ||
+                 (l->r_state == LINK_UP && c->hdr.type == FRAME_PING);
+            break;
+        default: ok = c->hdr.type == FRAME_DATA || c->hdr.type == FRAME_PING; break;
+        }
+        if (!ok) {
+            snprintf(why, sizeof why, "unexpected %s frame", frame_type_name(c->hdr.type));
+            conn_close(c, why);
+            return;
+        }
+        size_t body = c->hdr.type == FRAME_DATA ? FRAME_DATA_HEADER_SIZE : c->hdr.length;
+        if (body == 0) {
+            expect(c, RD_HEADER, FRAME_HEADER_SIZE); /* PING */
+            return;
+        }
+        expect(c, RD_BODY, body);
+        return;
+    }
+
+    if (c->rd == RD_BODY) {
+        switch (c->hdr.type) {
+        case FRAME_HELLO: handle_hello(c); return;
+        case FRAME_WELCOME: handle_welcome(c); return;
+        case FRAME_DATA:
+            rc = frame_decode_data(&c->hdr, c->body, &c->data);
+            if (rc < 0) {
+                snprintf(why, sizeof why, "bad DATA frame: %s", frame_strerror(rc));
+                conn_close(c, why);
+                return;
+            }
+            c->rd = RD_BODY; /* offer_data() moves on from here */
+            offer_data(c);
+            return;
+        default: conn_close(c, "unexpected frame body"); return;
+        }
+    }
+
+    if (c->rd == RD_PAYLOAD) {
+        l->stats.bytes_in += c->data.length;
+        expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+        l->cb.on_payload(l->data, &c->data);
+        return;
+    }
+
+    if (c->rd == RD_SKIP) expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    conn *c = s->data;
+    if (c->closing) return;
+    if (nread < 0) {
+        char why[128];
+        if (nread == UV_EOF)
+            snprintf(why, sizeof why, "connection closed by peer");
+        else
+            snprintf(why, sizeof why, "read failed: %s", uv_strerror((int)nread));
+        conn_close(c, why);
+        return;
+    }
+    c->got += (size_t)nread;
+    if (c->got == c->need) frame_piece_done(c);
+}
+
+static void start_reading(conn *c)
+{
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc < 0) {
+        char why[128];
+        snprintf(why, sizeof why, "cannot read: %s", uv_strerror(rc));
+        conn_close(c, why);
+    }
+}
+
+static void on_resume(uv_timer_t *t)
+{
+    links *l = t->data;
+    if (l->l && l->l->rd == RD_PAUSED && !l->l->closing) offer_data(l->l);
+}
+
+void links_resume(links *l)
+{
+    if (l->l && l->l->rd == RD_PAUSED) uv_timer_start(&l->resume, on_resume, 0, 0);
+}
+
+/* ---- connections ---- */
+
+static void conn_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    links *l = c->owner;
+    free(c);
+    release(l);
+}
+
+static void conn_timer_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+}
+
+static conn *conn_new(links *l, conn_role role)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->owner = l;
+    c->role = role;
+    uv_tcp_init(l->loop, &c->tcp);
+    uv_timer_init(l->loop, &c->timer);
+    c->tcp.data = c;
+    c->timer.data = c;
+    l->open_handles++;
+    expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+    return c;
+}
+
+static void unlink_pending(links *l, conn *c)
+{
+    for (conn **p = &l->pending; *p; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            l->n_pending--;
+            return;
+        }
+    }
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    start_connect(t->data);
+}
+
+static void schedule_retry(links *l)
+{
+    if (l->closing) return;
+    uint32_t delay = l->backoff_ms;
+    /* Up to 25% jitter, so hosts that failed together do not retry in step. */
+    delay += (uint32_t)(rand() % (int)(delay / 4 + 1));
+    l->backoff_ms = l->backoff_ms * 2 > l->cfg->backoff_max_ms ? l->cfg->backoff_max_ms
+                                                               : l->backoff_ms * 2;
+    uv_timer_start(&l->retry, on_retry, delay, 0);
+}
+
+/* Closes c, tells the ring if it was a link, and schedules what comes next.
+ * Safe from within c's own callbacks: the memory goes in the close callback. */
+static void conn_close(conn *c, const char *why)
+{
+    if (c->closing) return;
+    links *l = c->owner;
+    c->closing = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, conn_timer_closed);
+
+    switch (c->role) {
+    case CONN_PENDING:
+        unlink_pending(l, c);
+        if (!c->refusing) log_debug("dropped connection from %s: %s", c->peer, why);
+        break;
+    case CONN_LEFT:
+        l->l = NULL;
+        snprintf(l->left_error, sizeof l->left_error, "%s", why);
+        if (!l->closing) {
+            log_warn("left link from %s lost: %s", side_name(l, LINK_LEFT), why);
+            l->cb.on_down(l->data, LINK_LEFT, why);
+        }
+        break;
+    case CONN_RIGHT: {
+        link_state was = l->r_state;
+        l->r = NULL;
+        l->r_state = LINK_DOWN;
+        snprintf(l->right_error, sizeof l->right_error, "%s", why);
+        if (l->closing) break;
+        if (was == LINK_UP) {
+            log_warn("right link to %s lost: %s", side_name(l, LINK_RIGHT), why);
+            l->backoff_ms = l->cfg->backoff_initial_ms;
+            l->cb.on_down(l->data, LINK_RIGHT, why);
+        } else {
+            uint32_t suppressed = 0;
+            if (log_ratelimit_ok(&l->connect_rl, uv_now(l->loop), 30000, &suppressed))
+                log_warn("cannot reach right neighbour %s (%s): %s; retrying%s",
+                         side_name(l, LINK_RIGHT), l->cfg->hosts[l->right].address, why,
+                         suppressed ? " (repeated failures not logged)" : "");
+        }
+        schedule_retry(l);
+        break;
+    }
+    }
+}
+
+static void on_handshake_timeout(uv_timer_t *t)
+{
+    conn *c = t->data;
+    conn_close(c, "handshake timed out");
+}
+
+/* ---- the right link ---- */
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    conn *c = req->data;
+    links *l = c->owner;
+    if (c->closing) return;
+    if (status < 0) {
+        conn_close(c, uv_strerror(status));
+        return;
+    }
+    tune_socket(l, &c->tcp);
+    frame_hello h = {.n_hosts = (uint32_t)l->n,
+                     .from_pos = (uint32_t)l->me,
+                     .to_pos = (uint32_t)l->right,
+                     .epoch = l->epoch};
+    snprintf(h.cluster, sizeof h.cluster, "%s", l->cfg->cluster);
+    snprintf(h.from_name, sizeof h.from_name, "%s", l->cfg->hosts[l->me].name);
+    send_req *s = malloc(sizeof *s + CONTROL_CAP);
+    if (!s) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    int n = frame_encode_hello(s->buf, CONTROL_CAP, &h);
+    if (n < 0 || send_control(c, s, n, NULL) < 0) {
+        conn_close(c, "cannot send HELLO");
+        return;
+    }
+    l->r_state = LINK_HANDSHAKE;
+    start_reading(c);
+}
+
+static void connect_resolved(links *l, conn *c, int status, struct addrinfo *res)
+{
+    if (status < 0 || !res) {
+        char why[160];
+        snprintf(why, sizeof why, "cannot resolve %s: %s", l->cfg->hosts[l->right].node,
+                 uv_strerror(status));
+        conn_close(c, why);
+        return;
+    }
+    describe_addr(res->ai_addr, c->peer, sizeof c->peer);
+    l->connect_req.data = c;
+    int rc = uv_tcp_connect(&l->connect_req, &c->tcp, res->ai_addr, on_connect);
+    if (rc < 0) conn_close(c, uv_strerror(rc));
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    links *l = req->data;
+    conn *c = l->resolving;
+    l->resolving = NULL;
+    /* The attempt may have timed out meanwhile; no new one starts while a
+     * resolution is pending, so c == l->r means it is still this attempt. */
+    if (!l->closing && c == l->r && !c->closing) connect_resolved(l, c, status, res);
+    uv_freeaddrinfo(res);
+    release(l);
+}
+
+static void start_connect(links *l)
+{
+    if (l->closing || l->r) return;
+    if (l->resolving) {
+        schedule_retry(l);
+        return;
+    }
+    conn *c = conn_new(l, CONN_RIGHT);
+    if (!c) {
+        schedule_retry(l);
+        return;
+    }
+    l->r = c;
+    l->r_state = LINK_CONNECTING;
+    uv_timer_start(&c->timer, on_handshake_timeout, l->cfg->connect_timeout_ms, 0);
+
+    const cfg_host *h = &l->cfg->hosts[l->right];
+    char port[8];
+    snprintf(port, sizeof port, "%u", h->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    l->gai.data = l;
+    l->resolving = c;
+    l->open_handles++;
+    int rc = uv_getaddrinfo(l->loop, &l->gai, on_resolved, h->node, port, &hints);
+    if (rc < 0) {
+        l->resolving = NULL;
+        l->open_handles--;
+        conn_close(c, uv_strerror(rc));
+    }
+}
+
+static void handle_welcome(conn *c)
+{
+    links *l = c->owner;
+    frame_welcome w;
+    if (frame_decode_welcome(&c->hdr, c->body, &w) < 0) {
+        conn_close(c, "malformed WELCOME");
+        return;
+    }
+    if (w.status < 0) {
+        char why[FRAME_MAX_TEXT + 64];
+        snprintf(why, sizeof why, "refused by %s: %s", side_name(l, LINK_RIGHT), w.reason);
+        log_error("right neighbour %s refused the link: %s", side_name(l, LINK_RIGHT), w.reason);
+        /* A refusal is a configuration problem; do not hammer the peer. */
+        l->backoff_ms = l->cfg->backoff_max_ms;
+        conn_close(c, why);
+        return;
+    }
+    uv_timer_stop(&c->timer);
+    if (w.epoch > l->epoch) l->epoch = w.epoch;
+    l->r_state = LINK_UP;
+    l->right_error[0] = '\0';
+    l->backoff_ms = l->cfg->backoff_initial_ms;
+    log_ratelimit_reset(&l->connect_rl);
+    if (l->was_up) l->stats.reconnects++;
+    l->was_up = 1;
+    expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+    log_info("right link to %s (%s) up, epoch %u", side_name(l, LINK_RIGHT), c->peer, l->epoch);
+    l->cb.on_up(l->data, LINK_RIGHT);
+}
+
+/* ---- the left link ---- */
+
+static void on_refusal_sent(uv_write_t *req, int status)
+{
+    (void)status;
+    send_req *s = (send_req *)req;
+    conn *c = s->req.handle->data;
+    free(s);
+    conn_close(c, "refused");
+}
+
+static void refuse(conn *c, int code, const char *reason)
+{
+    links *l = c->owner;
+    log_warn("refused connection from %s: %s", c->peer, reason);
+    frame_welcome w = {.status = code, .epoch = l->epoch};
+    snprintf(w.reason, sizeof w.reason, "%s", reason);
+    send_req *s = malloc(sizeof *s + CONTROL_CAP);
+    int n = s ? frame_encode_welcome(s->buf, CONTROL_CAP, &w) : -1;
+    c->refusing = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (n < 0 || send_control(c, s, n, on_refusal_sent) < 0) conn_close(c, "refused");
+}
+
+static void handle_hello(conn *c)
+{
+    links *l = c->owner;
+    frame_hello h;
+    char why[FRAME_MAX_TEXT];
+    if (frame_decode_hello(&c->hdr, c->body, &h) < 0) {
+        conn_close(c, "malformed HELLO");
+        return;
+    }
+    const char *left_name = l->cfg->hosts[l->left].name;
+    int little = 1;
+    int we_are_le = *(const uint8_t *)&little == 1;
+    if (!!(c->hdr.flags & FRAME_FLAG_LITTLE_ENDIAN) != we_are_le) {
+        refuse(c, RINGD_EMISMATCH, "byte order differs from this host's");
+        return;
+    }
+    if (strcmp(h.cluster, l->cfg->cluster) != 0) {
+        snprintf(why, sizeof why, "cluster \"%s\" is not ours (\"%s\")", h.cluster,
+                 l->cfg->cluster);
+        refuse(c, RINGD_EMISMATCH, why);
+        return;
+    }
+    if (h.n_hosts != (uint32_t)l->n || h.from_pos != (uint32_t)l->left ||
+        h.to_pos != (uint32_t)l->me || strcmp(h.from_name, left_name) != 0) {
+        snprintf(why, sizeof why,
+                 "ring positions disagree: peer \"%s\" says it is host %u of %u sending to "
+                 "host %u, but this host (%s, %d of %d) expects its left neighbour \"%s\" (%d); "
+                 "are the hosts lists of both configs identical?",
+                 h.from_name, h.from_pos, h.n_hosts, h.to_pos, l->cfg->hosts[l->me].name, l->me,
+                 l->n, left_name, l->left);
+        refuse(c, RINGD_EMISMATCH, why);
+        return;
+    }
+
+    if (h.epoch > l->epoch) l->epoch = h.epoch;
+    frame_welcome w = {.status = 0, .epoch = l->epoch};
+    send_req *s = malloc(sizeof *s + CONTROL_CAP);
+    int n = s ? frame_encode_welcome(s->buf, CONTROL_CAP, &w) : -1;
+    if (n < 0 || send_control(c, s, n, NULL) < 0) {
+        conn_close(c, "cannot send WELCOME");
+        return;
+    }
+
+    /* A left neighbour that reconnects replaces its old connection, which
+     * may be a half-open leftover from before it restarted. */
+    if (l->l) conn_close(l->l, "replaced by a new connection from the left neighbour");
+    unlink_pending(l, c);
+    uv_timer_stop(&c->timer);
+    c->role = CONN_LEFT;
+    l->l = c;
+    l->left_error[0] = '\0';
+    tune_socket(l, &c->tcp);
+    expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+    log_info("left link from %s (%s) up, epoch %u", left_name, c->peer, l->epoch);
+    l->cb.on_up(l->data, LINK_LEFT);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    links *l = server->data;
+    if (status < 0 || l->closing) return;
+    conn *c = conn_new(l, CONN_PENDING);
+    if (!c) return;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c, "accept failed");
+        return;
+    }
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+        describe_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+    else
+        snprintf(c->peer, sizeof c->peer, "?");
+    /* Bound the memory a flood of half-open connections can take. */
+    if (l->n_pending >= MAX_PENDING) {
+        conn_close(c, "too many connections awaiting a handshake");
+        return;
+    }
+    c->next = l->pending;
+    l->pending = c;
+    l->n_pending++;
+    uv_timer_start(&c->timer, on_handshake_timeout, l->cfg->connect_timeout_ms, 0);
+    start_reading(c);
+}
+
+/* ---- lifecycle ---- */
+
+int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_callbacks *cb,
+              void *data)
+{
+    links *l = calloc(1, sizeof *l);
+    if (!l) return RINGD_ENOMEM;
+    l->loop = loop;
+    l->cfg = c;
+    l->me = me;
+    l->n = (int)c->n_hosts;
+    l->left = (me + l->n - 1) % l->n;
+    l->right = (me + 1) % l->n;
+    l->cb = *cb;
+    l->data = data;
+    l->backoff_ms = c->backoff_initial_ms;
+    l->epoch = 1;
+    l->r_state = l->n == 1 ? LINK_SELF : LINK_DOWN;
+    uv_timer_init(loop, &l->retry);
+    uv_timer_init(loop, &l->resume);
+    l->retry.data = l;
+    l->resume.data = l;
+    l->open_handles = 2;
+    *out = l;
+    return 0;
+}
+
+int links_start(links *l, char *err, size_t errlen)
+{
+    if (l->n == 1) return 0;
+    const cfg_host *h = &l->cfg->hosts[l->me];
+    char port[8];
+    snprintf(port, sizeof port, "%u", h->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(h->node, port, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve this host's address %s: %s", h->address,
+                 gai_strerror(rc));
+        return RINGD_EINVAL;
+    }
+    uv_tcp_init(l->loop, &l->listener);
+    l->listener.data = l;
+    l->listening = 1;
+    l->open_handles++;
+    rc = uv_tcp_bind(&l->listener, res->ai_addr, 0);
+    freeaddrinfo(res);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&l->listener, 128, on_connection);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s (is another ringd running there?)",
+                 h->address, uv_strerror(rc));
+        return RINGD_EIO;
+    }
+    log_info("listening on %s for left neighbour %s", h->address, side_name(l, LINK_LEFT));
+    start_connect(l);
+    return 0;
+}
+
+void links_reset(links *l, const char *why)
+{
+    if (l->l) conn_close(l->l, why);
+    if (l->r) conn_close(l->r, why);
+}
+
+void links_close(links *l, void (*done)(void *), void *data)
+{
+    l->closing = 1;
+    l->done = done;
+    l->done_data = data;
+    links_reset(l, "shutting down");
+    while (l->pending) conn_close(l->pending, "shutting down");
+    if (l->resolving) uv_cancel((uv_req_t *)&l->gai);
+    /* These handles are embedded in l: whichever of them or of the
+     * connections closes last frees l (handle_closed, conn_closed). */
+    close_handle(l, (uv_handle_t *)&l->retry);
+    close_handle(l, (uv_handle_t *)&l->resume);
+    if (l->listening) close_handle(l, (uv_handle_t *)&l->listener);
+}
+
+link_state links_state(const links *l, link_side side)
+{
+    if (l->n == 1) return LINK_SELF;
+    if (side == LINK_LEFT) return l->l ? LINK_UP : LINK_DOWN;
+    return l->r_state;
+}
+
+uint32_t links_epoch(const links *l)
+{
+    return l->epoch;
+}
+
+const char *links_state_name(link_state s)
+{
+    static const char *const names[] = {"down", "connecting", "handshake", "up", "self"};
+    return s <= LINK_SELF ? names[s] : "?";
+}
+
+const char *links_last_error(const links *l, link_side side)
+{
+    return side == LINK_LEFT ? l->left_error : l->right_error;
+}
+
+void links_get_stats(const links *l, links_stats *out)
+{
+    *out = l->stats;
+}

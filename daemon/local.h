@@ -1,0 +1,29 @@
+/*
+ * local.h - the daemon's Unix socket: sessions of the local training
+ * processes, their shared memory regions, and the gathering of their
+ * submissions into one ring collective per step.
+ */
+#ifndef RINGD_LOCAL_H
+#define RINGD_LOCAL_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "ring.h"
+
+typedef struct local local;
+
+/* Creates the local side of host `me`; r runs its collectives. c and r must
+ * outlive it. */
+int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, ring *r);
+
+/* Creates the socket (replacing a stale one) and accepts clients. Returns 0
+ * or a negative code with a message in err. */
+int local_start(local *l, char *err, size_t errlen);
+
+/* Stops accepting, fails pending submissions with (status, message), closes
+ * every session and removes the socket; done(data) runs when l is freed. */
+void local_close(local *l, int status, const char *message, void (*done)(void *), void *data);
+
+#endif /* RINGD_LOCAL_H */

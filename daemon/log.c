@@ -1,0 +1,54 @@
+/*
+ * log.c - leveled, line-oriented logging to stderr.
+ */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+log_level_e log_level = LOG_INFO;
+static char prefix[96] = "ringd";
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void log_init(const char *host, log_level_e level)
+{
+    if (host && *host)
+        snprintf(prefix, sizeof prefix, "ringd[%s]", host);
+    log_level = level;
+}
+
+void log_emit(log_level_e level, const char *fmt, ...)
+{
+    /* Format into one buffer and write it with a single call, so lines of
+     * several daemons sharing a terminal do not interleave. */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "%s: %s: ", prefix, level_names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof line - 2) len = sizeof line - 2;
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+    fflush(stderr);
+}
+
+int log_ratelimit_ok(log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms, uint32_t *suppressed)
+{
+    if (now_ms < rl->next_ms) {
+        rl->suppressed++;
+        return 0;
+    }
+    *suppressed = rl->suppressed;
+    rl->suppressed = 0;
+    rl->next_ms = now_ms + interval_ms;
+    return 1;
+}
+
+void log_ratelimit_reset(log_ratelimit *rl)
+{
+    memset(rl, 0, sizeof *rl);
+}

@@ -1,0 +1,65 @@
+/*
+ * ring.h - the collective engine: runs allreduce jobs over the ring links, one
+ * at a time, in submission order.
+ */
+#ifndef RINGD_RING_H
+#define RINGD_RING_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "links.h"
+#include "ringd.h"
+
+#define RING_MAX_MESSAGE 1024
+
+typedef struct ring ring;
+typedef struct ring_job ring_job;
+
+/* Called once per job, from the loop. status is 0 or a RINGD_E* code with a
+ * message saying what failed and where. The job's buffer is no longer
+ * touched by the ring (no read or write of it is pending). */
+typedef void (*ring_done_cb)(ring_job *job, int status, const char *message);
+
+/* A collective as the ring sees it: one buffer, reduced in place. The
+ * submitter owns the job and its buffer until done() is called. */
+struct ring_job {
+    uint8_t *buf;
+    uint64_t count;
+    ringd_dtype dtype;
+    ringd_op op;
+    int ranks;            /* divisor of MEAN: the total number of ranks */
+    uint64_t deadline;    /* uv_now() milliseconds after which the job fails */
+    const char *label;    /* how messages name it, e.g. "allreduce \"fc1\"" */
+    ring_done_cb done;
+    void *data;
+
+    /* The ring's. */
+    ring_job *next;
+    uint64_t seq;
+};
+
+typedef struct {
+    uint64_t done, failed;
+    uint64_t seq;          /* sequence number of the next collective */
+    char last_error[RING_MAX_MESSAGE];
+} ring_stats;
+
+/* Creates the engine of host `me` and its links (not started). */
+int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me);
+
+/* Starts listening and connecting; see links_start(). */
+int ring_start(ring *r, char *err, size_t errlen);
+
+/* Queues a job. Returns 0; the outcome arrives through job->done. */
+void ring_submit(ring *r, ring_job *job);
+
+/* Fails every job (status, message) and closes the links; done(data) runs
+ * when everything is closed and r has been freed. */
+void ring_close(ring *r, int status, const char *message, void (*done)(void *), void *data);
+
+const links *ring_links(const ring *r);
+void ring_get_stats(const ring *r, ring_stats *out);
+
+#endif /* RINGD_RING_H */
