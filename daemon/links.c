@@ -45,6 +45,7 @@ typedef struct conn {
     int refusing;     /* WELCOME with an error is being sent; close after it */
     struct conn *next; /* in owner->pending */
     char peer[64];    /* printable remote address */
+    uint32_t epoch;   /* agreed at the handshake; stamped on every DATA frame */
 
     rd_state rd;
     size_t got, need;
@@ -196,7 +197,9 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload)
     if (!s) return RINGD_ENOMEM;
     s->owner = l;
     s->is_data = 1;
-    int n = frame_encode_data(s->buf, DATA_CAP, d);
+    frame_data stamped = *d;
+    stamped.epoch = l->r->epoch;
+    int n = frame_encode_data(s->buf, DATA_CAP, &stamped);
     uv_buf_t bufs[2] = {uv_buf_init((char *)s->buf, (unsigned)n),
                         uv_buf_init((char *)payload, d->length)};
     int rc = uv_write(&s->req, (uv_stream_t *)&l->r->tcp, bufs, 2, on_write_done);
@@ -263,6 +266,7 @@ static void offer_data(conn *c)
 }
 
 static void handle_hello(conn *c);
+static void refuse(conn *c, int code, const char *reason);
 static void handle_welcome(conn *c);
 
 /* A complete header or body is in; decide what comes next. */
@@ -274,6 +278,12 @@ static void frame_piece_done(conn *c)
 
     if (c->rd == RD_HEADER) {
         rc = frame_decode_header(c->hdr_buf, FRAME_HEADER_SIZE, &c->hdr);
+        if (rc == FRAME_EVERSION && c->role == CONN_PENDING) {
+            snprintf(why, sizeof why, "peer speaks protocol version %u, this ringd speaks %u; "
+                     "run the same ringd version on every host", c->hdr.version, FRAME_VERSION);
+            refuse(c, RINGD_EVERSION, why);
+            return;
+        }
         if (rc < 0) {
             snprintf(why, sizeof why, "bad frame header: %s", frame_strerror(rc));
             conn_close(c, why);
@@ -312,6 +322,15 @@ static void frame_piece_done(conn *c)
             if (rc < 0) {
                 snprintf(why, sizeof why, "bad DATA frame: %s", frame_strerror(rc));
                 conn_close(c, why);
+                return;
+            }
+            if (c->data.epoch != c->epoch) {
+                /* Cannot happen on a connection from one handshake; if it
+                 * does, the frame belongs to no collective of ours. */
+                log_warn("dropping DATA frame of epoch %u on a link of epoch %u", c->data.epoch,
+                         c->epoch);
+                expect(c, c->data.length ? RD_SKIP : RD_HEADER,
+                       c->data.length ? c->data.length : FRAME_HEADER_SIZE);
                 return;
             }
             c->rd = RD_BODY; /* offer_data() moves on from here */
@@ -446,6 +465,7 @@ static void conn_close(conn *c, const char *why)
         break;
     case CONN_LEFT:
         l->l = NULL;
+        l->epoch++; /* the ring re-forms under a new epoch */
         snprintf(l->left_error, sizeof l->left_error, "%s", why);
         if (!l->closing) {
             log_warn("left link from %s lost: %s", side_name(l, LINK_LEFT), why);
@@ -459,6 +479,7 @@ static void conn_close(conn *c, const char *why)
         snprintf(l->right_error, sizeof l->right_error, "%s", why);
         if (l->closing) break;
         if (was == LINK_UP) {
+            l->epoch++;
             log_warn("right link to %s lost: %s", side_name(l, LINK_RIGHT), why);
             l->backoff_ms = l->cfg->backoff_initial_ms;
             l->cb.on_down(l->data, LINK_RIGHT, why);
@@ -590,6 +611,7 @@ static void handle_welcome(conn *c)
     }
     uv_timer_stop(&c->timer);
     if (w.epoch > l->epoch) l->epoch = w.epoch;
+    c->epoch = w.epoch;
     l->r_state = LINK_UP;
     l->right_error[0] = '\0';
     l->backoff_ms = l->cfg->backoff_initial_ms;
@@ -674,6 +696,7 @@ static void handle_hello(conn *c)
     unlink_pending(l, c);
     uv_timer_stop(&c->timer);
     c->role = CONN_LEFT;
+    c->epoch = l->epoch;
     l->l = c;
     l->left_error[0] = '\0';
     tune_socket(l, &c->tcp);

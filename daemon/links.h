@@ -68,8 +68,10 @@ void links_close(links *l, void (*done)(void *data), void *data);
  * unknown place); they re-form by themselves. */
 void links_reset(links *l, const char *why);
 
-/* Sends one DATA frame on the right link. The payload is not copied: it must
- * stay valid and unchanged until on_sent. Returns 0 or RINGD_ERING. */
+/* Sends one DATA frame on the right link, stamped with the link's epoch. The
+ * payload is not copied: it must stay valid and unchanged until on_sent.
+ * Returns 0 or RINGD_ERING. DATA frames of another epoch than their link's
+ * are dropped on receipt, never offered to the ring. */
 int links_send_data(links *l, const frame_data *d, const uint8_t *payload);
 
 /* Re-offers a paused DATA frame to on_data, from the loop (not from within
@@ -77,6 +79,8 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload);
 void links_resume(links *l);
 
 link_state links_state(const links *l, link_side side);
+/* This host's ring epoch: bumped whenever a link that was up goes down,
+ * and raised to the neighbour's at a handshake when that one is higher. */
 uint32_t links_epoch(const links *l);
 const char *links_state_name(link_state s);
 

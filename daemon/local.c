@@ -636,10 +636,11 @@ static void process_input(session *s)
         if (rc < 0) {
             char why[128];
             snprintf(why, sizeof why, "bad message header: %s", msg_strerror(rc));
-            if (rc == MSG_EVERSION)
-                refuse(s, RINGD_EVERSION, "client speaks another protocol version; use the "
-                                          "libringd of this ringd version");
-            else
+            if (rc == MSG_EVERSION) {
+                snprintf(why, sizeof why, "client speaks protocol version %u, this ringd speaks "
+                         "%u; use the libringd of this ringd version", h.version, MSG_VERSION);
+                refuse(s, RINGD_EVERSION, why);
+            } else
                 session_close(s, why);
             return;
         }

@@ -124,7 +124,7 @@ static void send_segment(ring *r, int g, int c, uint64_t off, uint32_t len)
     active *a = &r->cur;
     ring_job *j = a->job;
     frame_data d = {.seq = j->seq,
-                    .epoch = links_epoch(r->links),
+                    .epoch = 0, /* stamped by the link */
                     .step = (uint16_t)g,
                     .dtype = (uint8_t)j->dtype,
                     .op = (uint8_t)j->op,
@@ -345,8 +345,8 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
 
     /* Frames of a collective this host has not started wait in the socket. */
     if (!j || a->status != 0 || d->seq > j->seq) return LINK_RECV_PAUSE;
-    if (d->seq < j->seq || d->epoch != links_epoch(r->links)) {
-        log_debug("dropping stale frame of collective #%" PRIu64 " epoch %u", d->seq, d->epoch);
+    if (d->seq < j->seq) {
+        log_debug("dropping stale frame of collective #%" PRIu64, d->seq);
         return LINK_RECV_SKIP;
     }
     if (d->count != j->count || d->dtype != j->dtype || d->op != j->op) {

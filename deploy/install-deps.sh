@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ringd needs to build, test and run its demo.
+# Does nothing when they are all present, so it is cheap to call every time.
+set -euo pipefail
+
+packages=(
+    gcc make cmake pkg-config       # toolchain
+    libuv1-dev libyaml-dev          # the daemon's libraries
+    libcriterion-dev                # tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to install packages (run with sudo)" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
