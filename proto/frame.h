@@ -38,7 +38,7 @@ typedef enum {
 
 typedef struct {
     uint8_t version;
-    uint8_t type;   /* frame_type; not validated here beyond being non-zero */
+    uint8_t type;   /* frame_type */
     uint16_t flags;
     uint32_t length; /* body bytes following the header */
 } frame_header;
@@ -95,13 +95,14 @@ const char *frame_type_name(int type);
 
 /* Decodes a common header from buf[0..len). Returns FRAME_OK, FRAME_EAGAIN when
  * len < FRAME_HEADER_SIZE, or an error if the magic, version, type or length
- * (checked against the type's own limit) is wrong. */
+ * (checked against the type's own limit) is wrong. Unless FRAME_EAGAIN, *out
+ * is filled even on error, so that a refusal can name the peer's version. */
 int frame_decode_header(const uint8_t *buf, size_t len, frame_header *out);
 
 /* Encoders write a complete frame (header and body; for DATA, header and the
  * fixed DATA part, without the payload) into buf and return the number of
- * bytes written, or FRAME_ESPACE. Strings longer than their limit are
- * truncated. */
+ * bytes written, or FRAME_ESPACE (FRAME_ELENGTH for a DATA payload over
+ * FRAME_MAX_PAYLOAD). Strings longer than their limit are truncated. */
 int frame_encode_hello(uint8_t *buf, size_t cap, const frame_hello *h);
 int frame_encode_welcome(uint8_t *buf, size_t cap, const frame_welcome *w);
 int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d);

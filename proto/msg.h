@@ -148,7 +148,8 @@ const char *msg_type_name(int type);
 
 /* Decodes a header from buf[0..len): MSG_OK, MSG_EAGAIN if len <
  * MSG_HEADER_SIZE, else an error for a wrong magic, version, type, or a
- * length over MSG_MAX_BODY. */
+ * length over MSG_MAX_BODY. Unless MSG_EAGAIN, *out is filled even on error,
+ * so that a refusal can name the client's version. */
 int msg_decode_header(const uint8_t *buf, size_t len, msg_header *out);
 
 /* Encoders write header and body into buf and return the byte count, or

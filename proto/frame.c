@@ -1,0 +1,248 @@
+/*
+ * frame.c - peer frames on the TCP ring links (layouts in PROTOCOL.md).
+ *
+ * Decoding is two-phase so that a link never buffers more than it must:
+ * frame_decode_header() tells how many body bytes follow and refuses a length
+ * the type cannot have, before anything is read into memory; then the body
+ * decoder checks the body against the exact layout of its type. Every length
+ * that comes from the wire is checked before it is used.
+ */
+#include <string.h>
+
+#include "proto/bytes.h"
+#include "proto/frame.h"
+
+_Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for frames and messages");
+
+/* Largest bodies the encoders can produce: they must fit the limits that
+ * frame_decode_header() enforces, or a peer would refuse our own frames. */
+#define HELLO_MAX_BODY (16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME)
+#define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT)
+#define ABORT_MAX_BODY (16 + 2 + FRAME_MAX_TEXT)
+_Static_assert(HELLO_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "HELLO fits a control body");
+_Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a control body");
+_Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");
+
+const char *frame_strerror(int err)
+{
+    switch (err) {
+    case FRAME_OK:
+        return "success";
+    case FRAME_EAGAIN:
+        return "incomplete frame";
+    case FRAME_EMAGIC:
+        return "bad magic: not a ringd peer frame";
+    case FRAME_EVERSION:
+        return "unsupported peer protocol version";
+    case FRAME_ETYPE:
+        return "unknown frame type";
+    case FRAME_ELENGTH:
+        return "frame length out of range for its type";
+    case FRAME_EMALFORMED:
+        return "malformed frame body";
+    case FRAME_ESPACE:
+        return "buffer too small for frame";
+    }
+    return "unknown frame error";
+}
+
+const char *frame_type_name(int type)
+{
+    switch (type) {
+    case FRAME_HELLO:
+        return "HELLO";
+    case FRAME_WELCOME:
+        return "WELCOME";
+    case FRAME_DATA:
+        return "DATA";
+    case FRAME_ABORT:
+        return "ABORT";
+    case FRAME_PING:
+        return "PING";
+    }
+    return "UNKNOWN";
+}
+
+int frame_decode_header(const uint8_t *buf, size_t len, frame_header *out)
+{
+    uint32_t n;
+    int ok;
+
+    if (len < FRAME_HEADER_SIZE) return FRAME_EAGAIN;
+
+    /* Filled before validation: on FRAME_EVERSION the acceptor names the
+     * peer's version in its refusal. */
+    out->version = buf[4];
+    out->type = buf[5];
+    out->flags = get_u16(buf + 6);
+    out->length = n = get_u32(buf + 8);
+
+    if (get_u32(buf) != FRAME_MAGIC) return FRAME_EMAGIC;
+    /* Version before type: a newer peer's new frame types are a version
+     * mismatch, not garbage. */
+    if (out->version != FRAME_VERSION) return FRAME_EVERSION;
+
+    switch (out->type) {
+    case FRAME_DATA:
+        ok = n >= FRAME_DATA_HEADER_SIZE && n <= FRAME_MAX_BODY;
+        break;
+    case FRAME_PING:
+        ok = n == 0;
+        break;
+    case FRAME_HELLO:
+    case FRAME_WELCOME:
+    case FRAME_ABORT:
+        ok = n <= FRAME_MAX_CONTROL_BODY;
+        break;
+    default:
+        return FRAME_ETYPE;
+    }
+    return ok ? FRAME_OK : FRAME_ELENGTH;
+}
+
+static int finish(bytes_writer *w, frame_type type, uint16_t flags, uint32_t length)
+{
+    if (w->overflow) return FRAME_ESPACE;
+    put_header(w->buf, FRAME_MAGIC, FRAME_VERSION, (uint8_t)type, flags, length);
+    return (int)w->len;
+}
+
+static uint32_t body_len(const bytes_writer *w)
+{
+    return (uint32_t)(w->len - FRAME_HEADER_SIZE);
+}
+
+/* Elements travel in host byte order, so the acceptor must learn ours to
+ * refuse a ring that mixes byte orders. */
+static uint16_t hello_flags(void)
+{
+    const uint16_t probe = 1;
+    uint8_t first;
+
+    memcpy(&first, &probe, 1);
+    return first ? FRAME_FLAG_LITTLE_ENDIAN : 0;
+}
+
+int frame_encode_hello(uint8_t *buf, size_t cap, const frame_hello *h)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u32(&w, h->n_hosts);
+    wr_u32(&w, h->from_pos);
+    wr_u32(&w, h->to_pos);
+    wr_u32(&w, h->epoch);
+    wr_str(&w, h->cluster, FRAME_MAX_NAME);
+    wr_str(&w, h->from_name, FRAME_MAX_NAME);
+    return finish(&w, FRAME_HELLO, hello_flags(), body_len(&w));
+}
+
+int frame_encode_welcome(uint8_t *buf, size_t cap, const frame_welcome *wl)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_i32(&w, wl->status);
+    wr_u32(&w, wl->epoch);
+    wr_str(&w, wl->reason, FRAME_MAX_TEXT);
+    return finish(&w, FRAME_WELCOME, 0, body_len(&w));
+}
+
+int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
+{
+    bytes_writer w;
+
+    /* A frame the receiver would refuse is the caller's bug; say so here
+     * rather than in the peer's log. */
+    if (d->length > FRAME_MAX_PAYLOAD) return FRAME_ELENGTH;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, d->seq);
+    wr_u32(&w, d->epoch);
+    wr_u16(&w, d->step);
+    wr_u8(&w, d->dtype);
+    wr_u8(&w, d->op);
+    wr_u32(&w, d->chunk);
+    wr_u32(&w, d->length);
+    wr_u64(&w, d->count);
+    wr_u64(&w, d->offset);
+    /* The header counts the payload that the caller sends after these bytes. */
+    return finish(&w, FRAME_DATA, 0, FRAME_DATA_HEADER_SIZE + d->length);
+}
+
+int frame_encode_abort(uint8_t *buf, size_t cap, const frame_abort *a)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, a->seq);
+    wr_u32(&w, a->epoch);
+    wr_i32(&w, a->code);
+    wr_str(&w, a->reason, FRAME_MAX_TEXT);
+    return finish(&w, FRAME_ABORT, 0, body_len(&w));
+}
+
+int frame_encode_ping(uint8_t *buf, size_t cap)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    return finish(&w, FRAME_PING, 0, 0);
+}
+
+/* The decoders check the header's type too: handing a body to the wrong
+ * decoder is a bug that would otherwise read as a malformed peer. */
+
+int frame_decode_hello(const frame_header *hdr, const uint8_t *body, frame_hello *out)
+{
+    bytes_reader r = {body, hdr->length, hdr->type != FRAME_HELLO};
+
+    out->n_hosts = rd_u32(&r);
+    out->from_pos = rd_u32(&r);
+    out->to_pos = rd_u32(&r);
+    out->epoch = rd_u32(&r);
+    rd_str(&r, out->cluster, FRAME_MAX_NAME);
+    rd_str(&r, out->from_name, FRAME_MAX_NAME);
+    return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
+}
+
+int frame_decode_welcome(const frame_header *hdr, const uint8_t *body, frame_welcome *out)
+{
+    bytes_reader r = {body, hdr->length, hdr->type != FRAME_WELCOME};
+
+    out->status = rd_i32(&r);
+    out->epoch = rd_u32(&r);
+    rd_str(&r, out->reason, FRAME_MAX_TEXT);
+    return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
+}
+
+int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *out)
+{
+    /* Only the fixed part is ours to read; the payload is still on the wire. */
+    bytes_reader r = {body, FRAME_DATA_HEADER_SIZE,
+                      hdr->type != FRAME_DATA || hdr->length < FRAME_DATA_HEADER_SIZE};
+
+    out->seq = rd_u64(&r);
+    out->epoch = rd_u32(&r);
+    out->step = rd_u16(&r);
+    out->dtype = rd_u8(&r);
+    out->op = rd_u8(&r);
+    out->chunk = rd_u32(&r);
+    out->length = rd_u32(&r);
+    out->count = rd_u64(&r);
+    out->offset = rd_u64(&r);
+    if (!rd_done(&r) || out->length != hdr->length - FRAME_DATA_HEADER_SIZE)
+        return FRAME_EMALFORMED;
+    return FRAME_OK;
+}
+
+int frame_decode_abort(const frame_header *hdr, const uint8_t *body, frame_abort *out)
+{
+    bytes_reader r = {body, hdr->length, hdr->type != FRAME_ABORT};
+
+    out->seq = rd_u64(&r);
+    out->epoch = rd_u32(&r);
+    out->code = rd_i32(&r);
+    rd_str(&r, out->reason, FRAME_MAX_TEXT);
+    return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
+}

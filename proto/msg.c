@@ -1,0 +1,347 @@
+/*
+ * msg.c - client <-> daemon messages on the Unix socket (layouts in
+ * PROTOCOL.md).
+ *
+ * Same discipline as frame.c: the header is checked before the body is read,
+ * and a body must have exactly the bytes its type's layout needs. Fixed-size
+ * fields come first in every body and strings last, so every field has a
+ * fixed offset except the strings.
+ */
+#include "proto/bytes.h"
+#include "proto/msg.h"
+
+_Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for frames and messages");
+
+/* The largest body, STATUS, must fit MSG_MAX_BODY or a daemon could build a
+ * reply its own clients refuse. */
+#define STATUS_MAX_BODY (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT)
+_Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
+_Static_assert(8 + 2 + MSG_MAX_TEXT <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
+
+const char *msg_strerror(int err)
+{
+    switch (err) {
+    case MSG_OK:
+        return "success";
+    case MSG_EAGAIN:
+        return "incomplete message";
+    case MSG_EMAGIC:
+        return "bad magic: not a ringd client message";
+    case MSG_EVERSION:
+        return "unsupported client protocol version";
+    case MSG_ETYPE:
+        return "unknown message type";
+    case MSG_ELENGTH:
+        return "message length over the limit";
+    case MSG_EMALFORMED:
+        return "malformed message body";
+    case MSG_ESPACE:
+        return "buffer too small for message";
+    }
+    return "unknown message error";
+}
+
+const char *msg_type_name(int type)
+{
+    switch (type) {
+    case MSG_HELLO:
+        return "HELLO";
+    case MSG_WELCOME:
+        return "WELCOME";
+    case MSG_ERROR:
+        return "ERROR";
+    case MSG_REGISTER:
+        return "REGISTER";
+    case MSG_UNREGISTER:
+        return "UNREGISTER";
+    case MSG_COLLECTIVE:
+        return "COLLECTIVE";
+    case MSG_RESULT:
+        return "RESULT";
+    case MSG_STATUS_REQ:
+        return "STATUS_REQ";
+    case MSG_STATUS:
+        return "STATUS";
+    }
+    return "UNKNOWN";
+}
+
+int msg_decode_header(const uint8_t *buf, size_t len, msg_header *out)
+{
+    if (len < MSG_HEADER_SIZE) return MSG_EAGAIN;
+
+    /* Filled before validation: on MSG_EVERSION the daemon names the
+     * client's version in its ERROR. */
+    out->version = buf[4];
+    out->type = buf[5];
+    out->flags = get_u16(buf + 6);
+    out->length = get_u32(buf + 8);
+
+    if (get_u32(buf) != MSG_MAGIC) return MSG_EMAGIC;
+    if (out->version != MSG_VERSION) return MSG_EVERSION;
+    if (out->type < MSG_HELLO || out->type > MSG_STATUS) return MSG_ETYPE;
+    if (out->length > MSG_MAX_BODY) return MSG_ELENGTH;
+    return MSG_OK;
+}
+
+static int finish(bytes_writer *w, msg_type type)
+{
+    if (w->overflow) return MSG_ESPACE;
+    put_header(w->buf, MSG_MAGIC, MSG_VERSION, (uint8_t)type, 0,
+               (uint32_t)(w->len - MSG_HEADER_SIZE));
+    return (int)w->len;
+}
+
+/* A reader over the body of h, already failed if h is of another type:
+ * handing a body to the wrong decoder is a bug, not a well-formed message. */
+static bytes_reader reader(const msg_header *h, msg_type type, const uint8_t *body)
+{
+    bytes_reader r = {body, h->length, h->type != type};
+    return r;
+}
+
+static int done(const bytes_reader *r)
+{
+    return rd_done(r) ? MSG_OK : MSG_EMALFORMED;
+}
+
+int msg_encode_hello(uint8_t *buf, size_t cap, const msg_hello *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u32(&w, m->flags);
+    wr_i32(&w, m->local_rank);
+    wr_u32(&w, m->pid);
+    return finish(&w, MSG_HELLO);
+}
+
+int msg_decode_hello(const msg_header *h, const uint8_t *body, msg_hello *out)
+{
+    bytes_reader r = reader(h, MSG_HELLO, body);
+
+    out->flags = rd_u32(&r);
+    out->local_rank = rd_i32(&r);
+    out->pid = rd_u32(&r);
+    return done(&r);
+}
+
+int msg_encode_welcome(uint8_t *buf, size_t cap, const msg_welcome *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_i32(&w, m->rank);
+    wr_i32(&w, m->size);
+    wr_i32(&w, m->local_rank);
+    wr_i32(&w, m->local_size);
+    wr_u32(&w, m->host_index);
+    wr_u32(&w, m->n_hosts);
+    wr_u64(&w, m->max_bytes);
+    wr_str(&w, m->host, MSG_MAX_NAME);
+    return finish(&w, MSG_WELCOME);
+}
+
+int msg_decode_welcome(const msg_header *h, const uint8_t *body, msg_welcome *out)
+{
+    bytes_reader r = reader(h, MSG_WELCOME, body);
+
+    out->rank = rd_i32(&r);
+    out->size = rd_i32(&r);
+    out->local_rank = rd_i32(&r);
+    out->local_size = rd_i32(&r);
+    out->host_index = rd_u32(&r);
+    out->n_hosts = rd_u32(&r);
+    out->max_bytes = rd_u64(&r);
+    rd_str(&r, out->host, MSG_MAX_NAME);
+    return done(&r);
+}
+
+int msg_encode_error(uint8_t *buf, size_t cap, const msg_error *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_i32(&w, m->code);
+    wr_str(&w, m->text, MSG_MAX_TEXT);
+    return finish(&w, MSG_ERROR);
+}
+
+int msg_decode_error(const msg_header *h, const uint8_t *body, msg_error *out)
+{
+    bytes_reader r = reader(h, MSG_ERROR, body);
+
+    out->code = rd_i32(&r);
+    rd_str(&r, out->text, MSG_MAX_TEXT);
+    return done(&r);
+}
+
+int msg_encode_register(uint8_t *buf, size_t cap, const msg_register *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_u32(&w, m->region);
+    wr_u64(&w, m->size);
+    return finish(&w, MSG_REGISTER);
+}
+
+int msg_decode_register(const msg_header *h, const uint8_t *body, msg_register *out)
+{
+    bytes_reader r = reader(h, MSG_REGISTER, body);
+
+    out->id = rd_u64(&r);
+    out->region = rd_u32(&r);
+    out->size = rd_u64(&r);
+    return done(&r);
+}
+
+int msg_encode_unregister(uint8_t *buf, size_t cap, const msg_unregister *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_u32(&w, m->region);
+    return finish(&w, MSG_UNREGISTER);
+}
+
+int msg_decode_unregister(const msg_header *h, const uint8_t *body, msg_unregister *out)
+{
+    bytes_reader r = reader(h, MSG_UNREGISTER, body);
+
+    out->id = rd_u64(&r);
+    out->region = rd_u32(&r);
+    return done(&r);
+}
+
+int msg_encode_collective(uint8_t *buf, size_t cap, const msg_collective *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_u8(&w, m->kind);
+    wr_u8(&w, m->dtype);
+    wr_u8(&w, m->op);
+    wr_u8(&w, 0); /* reserved: keeps the integers after it aligned */
+    wr_u32(&w, m->region);
+    wr_u64(&w, m->offset);
+    wr_u64(&w, m->count);
+    wr_u32(&w, m->timeout_ms);
+    wr_str(&w, m->name, MSG_MAX_NAME);
+    return finish(&w, MSG_COLLECTIVE);
+}
+
+int msg_decode_collective(const msg_header *h, const uint8_t *body, msg_collective *out)
+{
+    bytes_reader r = reader(h, MSG_COLLECTIVE, body);
+
+    out->id = rd_u64(&r);
+    out->kind = rd_u8(&r);
+    out->dtype = rd_u8(&r);
+    out->op = rd_u8(&r);
+    /* A reserved byte must be 0, so that a later version can give it a
+     * meaning without old daemons silently ignoring it. */
+    if (rd_u8(&r) != 0) r.bad = 1;
+    out->region = rd_u32(&r);
+    out->offset = rd_u64(&r);
+    out->count = rd_u64(&r);
+    out->timeout_ms = rd_u32(&r);
+    rd_str(&r, out->name, MSG_MAX_NAME);
+    return done(&r);
+}
+
+int msg_encode_result(uint8_t *buf, size_t cap, const msg_result *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_i32(&w, m->status);
+    wr_str(&w, m->text, MSG_MAX_TEXT);
+    return finish(&w, MSG_RESULT);
+}
+
+int msg_decode_result(const msg_header *h, const uint8_t *body, msg_result *out)
+{
+    bytes_reader r = reader(h, MSG_RESULT, body);
+
+    out->id = rd_u64(&r);
+    out->status = rd_i32(&r);
+    rd_str(&r, out->text, MSG_MAX_TEXT);
+    return done(&r);
+}
+
+int msg_encode_status_req(uint8_t *buf, size_t cap, const msg_status_req *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    return finish(&w, MSG_STATUS_REQ);
+}
+
+int msg_decode_status_req(const msg_header *h, const uint8_t *body, msg_status_req *out)
+{
+    bytes_reader r = reader(h, MSG_STATUS_REQ, body);
+
+    out->id = rd_u64(&r);
+    return done(&r);
+}
+
+int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_u32(&w, m->host_index);
+    wr_u32(&w, m->n_hosts);
+    wr_u8(&w, m->left_state);
+    wr_u8(&w, m->right_state);
+    wr_u16(&w, 0); /* reserved */
+    wr_u32(&w, m->epoch);
+    wr_u32(&w, m->clients);
+    wr_u32(&w, m->local_size);
+    wr_u64(&w, m->collectives_done);
+    wr_u64(&w, m->collectives_failed);
+    wr_u64(&w, m->bytes_in);
+    wr_u64(&w, m->bytes_out);
+    wr_u64(&w, m->uptime_ms);
+    wr_u64(&w, m->reconnects);
+    wr_str(&w, m->cluster, MSG_MAX_NAME);
+    wr_str(&w, m->host, MSG_MAX_NAME);
+    wr_str(&w, m->left, MSG_MAX_NAME);
+    wr_str(&w, m->right, MSG_MAX_NAME);
+    wr_str(&w, m->last_error, MSG_MAX_TEXT);
+    return finish(&w, MSG_STATUS);
+}
+
+int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
+{
+    bytes_reader r = reader(h, MSG_STATUS, body);
+
+    out->id = rd_u64(&r);
+    out->host_index = rd_u32(&r);
+    out->n_hosts = rd_u32(&r);
+    out->left_state = rd_u8(&r);
+    out->right_state = rd_u8(&r);
+    if (rd_u16(&r) != 0) r.bad = 1;
+    out->epoch = rd_u32(&r);
+    out->clients = rd_u32(&r);
+    out->local_size = rd_u32(&r);
+    out->collectives_done = rd_u64(&r);
+    out->collectives_failed = rd_u64(&r);
+    out->bytes_in = rd_u64(&r);
+    out->bytes_out = rd_u64(&r);
+    out->uptime_ms = rd_u64(&r);
+    out->reconnects = rd_u64(&r);
+    rd_str(&r, out->cluster, MSG_MAX_NAME);
+    rd_str(&r, out->host, MSG_MAX_NAME);
+    rd_str(&r, out->left, MSG_MAX_NAME);
+    rd_str(&r, out->right, MSG_MAX_NAME);
+    rd_str(&r, out->last_error, MSG_MAX_TEXT);
+    return done(&r);
+}

@@ -1,0 +1,753 @@
+/*
+ * test_frame.c - the peer frames of proto/frame.h, as specified in
+ * proto/PROTOCOL.md: layouts, limits, and refusal of every malformed input.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/frame.h"
+
+#define FRAME_BUF (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
+
+typedef union {
+    frame_hello hello;
+    frame_welcome welcome;
+    frame_data data;
+    frame_abort abort;
+} any_frame;
+
+static const int body_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_ABORT};
+#define N_BODY_TYPES (sizeof body_types / sizeof *body_types)
+
+static void fill(char *dst, size_t n, char c)
+{
+    memset(dst, c, n);
+    dst[n] = '\0';
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t probe = 1;
+    uint8_t first;
+    memcpy(&first, &probe, 1);
+    return first == 1;
+}
+
+static int encode_any(int type, const any_frame *f, uint8_t *buf, size_t cap)
+{
+    switch (type) {
+    case FRAME_HELLO:
+        return frame_encode_hello(buf, cap, &f->hello);
+    case FRAME_WELCOME:
+        return frame_encode_welcome(buf, cap, &f->welcome);
+    case FRAME_DATA:
+        return frame_encode_data(buf, cap, &f->data);
+    case FRAME_ABORT:
+        return frame_encode_abort(buf, cap, &f->abort);
+    case FRAME_PING:
+        return frame_encode_ping(buf, cap);
+    }
+    cr_assert_fail("no encoder for type %d", type);
+    return -1;
+}
+
+/* Decodes the body of h with the decoder of type, from an exact-size heap
+ * copy of its first n bytes, so that AddressSanitizer catches any read past
+ * them. */
+static int decode_as(int type, const frame_header *h, const uint8_t *body, size_t n, any_frame *out)
+{
+    uint8_t *copy = malloc(n);
+    int rc = FRAME_EMALFORMED;
+
+    cr_assert(copy != NULL || n == 0);
+    if (n > 0) memcpy(copy, body, n);
+    switch (type) {
+    case FRAME_HELLO:
+        rc = frame_decode_hello(h, copy, &out->hello);
+        break;
+    case FRAME_WELCOME:
+        rc = frame_decode_welcome(h, copy, &out->welcome);
+        break;
+    case FRAME_DATA:
+        rc = frame_decode_data(h, copy, &out->data);
+        break;
+    case FRAME_ABORT:
+        rc = frame_decode_abort(h, copy, &out->abort);
+        break;
+    default:
+        cr_assert_fail("no decoder for type %d", type);
+    }
+    free(copy);
+    return rc;
+}
+
+static int decode_exact(const frame_header *h, const uint8_t *body, size_t n, any_frame *out)
+{
+    return decode_as(h->type, h, body, n, out);
+}
+
+/* A frame of each type with every field set, strings at their longest. */
+static any_frame sample(int type)
+{
+    any_frame f;
+
+    memset(&f, 0, sizeof f);
+    switch (type) {
+    case FRAME_HELLO:
+        f.hello.n_hosts = 0xfffffff1u;
+        f.hello.from_pos = 0x01020304u;
+        f.hello.to_pos = 0xa1a2a3a4u;
+        f.hello.epoch = 0xfffffffeu;
+        fill(f.hello.cluster, FRAME_MAX_NAME, 'c');
+        fill(f.hello.from_name, FRAME_MAX_NAME, 'n');
+        break;
+    case FRAME_WELCOME:
+        f.welcome.status = -2147483647 - 1;
+        f.welcome.epoch = 0x80000001u;
+        fill(f.welcome.reason, FRAME_MAX_TEXT, 'r');
+        break;
+    case FRAME_DATA:
+        f.data.seq = 0xfedcba9876543210u;
+        f.data.epoch = 0x89abcdefu;
+        f.data.step = 0xfffe;
+        f.data.dtype = 7;
+        f.data.op = 4;
+        f.data.chunk = 0x7ffffffdu;
+        f.data.length = FRAME_MAX_PAYLOAD;
+        f.data.count = 0x8000000000000001u;
+        f.data.offset = 0x0123456789abcdefu;
+        break;
+    case FRAME_ABORT:
+        f.abort.seq = UINT64_MAX;
+        f.abort.epoch = 42;
+        f.abort.code = -10;
+        fill(f.abort.reason, FRAME_MAX_TEXT, 'a');
+        break;
+    }
+    return f;
+}
+
+/* Encodes sample(type) into buf and decodes its header. */
+static int encode_sample(int type, uint8_t *buf, size_t cap, frame_header *h)
+{
+    any_frame f = sample(type);
+    int n = encode_any(type, &f, buf, cap);
+
+    cr_assert_gt(n, 0, "encoding %s: %s", frame_type_name(type), frame_strerror(n));
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, h), FRAME_OK);
+    return n;
+}
+
+/* Bytes of the body a decoder reads: all of it, or DATA's fixed part. */
+static size_t decoded_len(const frame_header *h)
+{
+    return h->type == FRAME_DATA ? FRAME_DATA_HEADER_SIZE : h->length;
+}
+
+/* Encoding and decoding */
+
+Test(frame, hello_round_trips_every_field)
+{
+    any_frame in = sample(FRAME_HELLO), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = encode_sample(FRAME_HELLO, buf, sizeof buf, &h);
+
+    cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME);
+    cr_assert_eq(h.version, FRAME_VERSION);
+    cr_assert_eq(h.type, FRAME_HELLO);
+    cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
+    cr_assert_eq(out.hello.n_hosts, in.hello.n_hosts);
+    cr_assert_eq(out.hello.from_pos, in.hello.from_pos);
+    cr_assert_eq(out.hello.to_pos, in.hello.to_pos);
+    cr_assert_eq(out.hello.epoch, in.hello.epoch);
+    cr_assert_str_eq(out.hello.cluster, in.hello.cluster);
+    cr_assert_str_eq(out.hello.from_name, in.hello.from_name);
+}
+
+Test(frame, welcome_round_trips_every_field)
+{
+    any_frame in = sample(FRAME_WELCOME), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = encode_sample(FRAME_WELCOME, buf, sizeof buf, &h);
+
+    cr_assert_eq(n, FRAME_HEADER_SIZE + 8 + 2 + FRAME_MAX_TEXT);
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
+    cr_assert_eq(out.welcome.status, in.welcome.status);
+    cr_assert_eq(out.welcome.epoch, in.welcome.epoch);
+    cr_assert_str_eq(out.welcome.reason, in.welcome.reason);
+}
+
+Test(frame, data_round_trips_every_field)
+{
+    any_frame in = sample(FRAME_DATA), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = encode_sample(FRAME_DATA, buf, sizeof buf, &h);
+
+    /* The encoder writes the fixed part only; the header counts the payload. */
+    cr_assert_eq(n, FRAME_HEADER_SIZE + FRAME_DATA_HEADER_SIZE);
+    cr_assert_eq(h.length, FRAME_MAX_BODY);
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, FRAME_DATA_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_eq(out.data.seq, in.data.seq);
+    cr_assert_eq(out.data.epoch, in.data.epoch);
+    cr_assert_eq(out.data.step, in.data.step);
+    cr_assert_eq(out.data.dtype, in.data.dtype);
+    cr_assert_eq(out.data.op, in.data.op);
+    cr_assert_eq(out.data.chunk, in.data.chunk);
+    cr_assert_eq(out.data.length, in.data.length);
+    cr_assert_eq(out.data.count, in.data.count);
+    cr_assert_eq(out.data.offset, in.data.offset);
+}
+
+Test(frame, abort_round_trips_every_field)
+{
+    any_frame in = sample(FRAME_ABORT), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = encode_sample(FRAME_ABORT, buf, sizeof buf, &h);
+
+    cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_TEXT);
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
+    cr_assert_eq(out.abort.seq, in.abort.seq);
+    cr_assert_eq(out.abort.epoch, in.abort.epoch);
+    cr_assert_eq(out.abort.code, in.abort.code);
+    cr_assert_str_eq(out.abort.reason, in.abort.reason);
+}
+
+Test(frame, ping_is_a_bare_header)
+{
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 1, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+
+    cr_assert_eq(frame_encode_ping(buf, sizeof buf), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+    cr_assert_eq(frame_decode_header(buf, sizeof want, &h), FRAME_OK);
+    cr_assert_eq(h.type, FRAME_PING);
+    cr_assert_eq(h.length, 0);
+}
+
+Test(frame, hello_has_the_documented_byte_layout)
+{
+    frame_hello in = {.n_hosts = 3,
+                      .from_pos = 0,
+                      .to_pos = 1,
+                      .epoch = 0x01020304,
+                      .cluster = "c1",
+                      .from_name = "a"};
+    uint8_t le = host_is_little_endian() ? 1 : 0;
+    /* clang-format off */
+    const uint8_t want[] = {
+        0x52, 0x47, 0x4e, 0x44, 1, FRAME_HELLO, 0, le, 0, 0, 0, 23, /* header */
+        0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,       /* n_hosts .. epoch */
+        0, 2, 'c', '1',                                             /* cluster */
+        0, 1, 'a',                                                  /* from_name */
+    };
+    /* clang-format on */
+    uint8_t buf[FRAME_BUF];
+
+    cr_assert_eq(frame_encode_hello(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(frame, data_has_the_documented_byte_layout)
+{
+    frame_data in = {.seq = 0x0102030405060708u,
+                     .epoch = 0x090a0b0cu,
+                     .step = 0x0d0e,
+                     .dtype = 6,
+                     .op = 1,
+                     .chunk = 0x11121314u,
+                     .length = 0x100,
+                     .count = 0x2122232425262728u,
+                     .offset = 0x3132333435363738u};
+    /* clang-format off */
+    const uint8_t want[] = {
+        0x52, 0x47, 0x4e, 0x44, 1, FRAME_DATA, 0, 0, 0, 0, 0x01, 0x28, /* length 40 + 256 */
+        1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
+        9, 10, 11, 12,                                                  /* epoch */
+        13, 14, 6, 1,                                                   /* step, dtype, op */
+        0x11, 0x12, 0x13, 0x14,                                         /* chunk */
+        0, 0, 1, 0,                                                     /* length */
+        0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,                 /* count */
+        0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,                 /* offset */
+    };
+    /* clang-format on */
+    uint8_t buf[FRAME_BUF];
+
+    cr_assert_eq(frame_encode_data(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(frame, only_hello_carries_the_byte_order_flag)
+{
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+
+    encode_sample(FRAME_HELLO, buf, sizeof buf, &h);
+    cr_assert_eq(h.flags, host_is_little_endian() ? FRAME_FLAG_LITTLE_ENDIAN : 0);
+    for (size_t i = 1; i < N_BODY_TYPES; i++) {
+        encode_sample(body_types[i], buf, sizeof buf, &h);
+        cr_assert_eq(h.flags, 0, "%s flags", frame_type_name(body_types[i]));
+    }
+}
+
+Test(frame, empty_strings_round_trip)
+{
+    frame_hello in = {.n_hosts = 1}, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_hello(buf, sizeof buf, &in);
+
+    cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + 2);
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_str_eq(out.cluster, "");
+    cr_assert_str_eq(out.from_name, "");
+}
+
+Test(frame, encoder_truncates_strings_to_their_limit)
+{
+    frame_abort in = {.code = -10}, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+
+    /* No NUL anywhere in the array: one byte over the limit. */
+    memset(in.reason, 'x', sizeof in.reason);
+    cr_assert_eq(frame_encode_abort(buf, sizeof buf, &in),
+                 FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_TEXT);
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_abort(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_eq(strlen(out.reason), FRAME_MAX_TEXT);
+}
+
+Test(frame, encoders_refuse_a_short_buffer_without_writing_past_it)
+{
+    static const int types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_ABORT, FRAME_PING};
+
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        any_frame f = sample(types[t]);
+        uint8_t buf[FRAME_BUF + 1];
+        int n = encode_any(types[t], &f, buf, sizeof buf);
+
+        for (int cap = 0; cap < n; cap++) {
+            memset(buf, 0xee, sizeof buf);
+            cr_assert_eq(encode_any(types[t], &f, buf, (size_t)cap), FRAME_ESPACE,
+                         "%s into %d bytes", frame_type_name(types[t]), cap);
+            for (size_t i = (size_t)cap; i < sizeof buf; i++)
+                cr_assert_eq(buf[i], 0xee, "%s wrote byte %zu of a %d-byte buffer",
+                             frame_type_name(types[t]), i, cap);
+        }
+    }
+}
+
+Test(frame, encoder_refuses_data_payload_over_limit)
+{
+    frame_data d = {.length = FRAME_MAX_PAYLOAD + 1};
+    uint8_t buf[FRAME_BUF];
+
+    cr_assert_eq(frame_encode_data(buf, sizeof buf, &d), FRAME_ELENGTH);
+}
+
+/* The common header */
+
+Test(frame, header_needs_all_twelve_bytes)
+{
+    static const int types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_ABORT, FRAME_PING};
+
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        any_frame f = sample(types[t]);
+        uint8_t buf[FRAME_BUF];
+        frame_header h;
+
+        encode_any(types[t], &f, buf, sizeof buf);
+        for (size_t len = 0; len < FRAME_HEADER_SIZE; len++)
+            cr_assert_eq(frame_decode_header(buf, len, &h), FRAME_EAGAIN,
+                         "%s header cut to %zu bytes", frame_type_name(types[t]), len);
+        cr_assert_eq(frame_decode_header(buf, FRAME_HEADER_SIZE, &h), FRAME_OK);
+    }
+}
+
+Test(frame, rejects_wrong_magic)
+{
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_ping(buf, sizeof buf);
+
+    for (int i = 0; i < 4; i++) {
+        buf[i] ^= 0x20;
+        cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_EMAGIC, "magic byte %d", i);
+        buf[i] ^= 0x20;
+    }
+}
+
+Test(frame, rejects_other_version_and_reports_it)
+{
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_ping(buf, sizeof buf);
+
+    buf[4] = FRAME_VERSION + 1;
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_EVERSION);
+    cr_assert_eq(h.version, FRAME_VERSION + 1);
+    buf[4] = 0;
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_EVERSION);
+}
+
+Test(frame, reports_other_version_before_unknown_type)
+{
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_ping(buf, sizeof buf);
+
+    buf[4] = FRAME_VERSION + 1;
+    buf[5] = 99;
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_EVERSION);
+}
+
+Test(frame, rejects_unknown_type)
+{
+    static const uint8_t bad[] = {0, FRAME_PING + 1, 0x80, 0xff};
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_ping(buf, sizeof buf);
+
+    for (size_t i = 0; i < sizeof bad; i++) {
+        buf[5] = bad[i];
+        cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_ETYPE, "type %d", bad[i]);
+    }
+}
+
+static int header_with_length(int type, uint32_t length)
+{
+    uint8_t buf[FRAME_HEADER_SIZE];
+    frame_header h;
+
+    frame_encode_ping(buf, sizeof buf);
+    buf[5] = (uint8_t)type;
+    buf[8] = (uint8_t)(length >> 24);
+    buf[9] = (uint8_t)(length >> 16);
+    buf[10] = (uint8_t)(length >> 8);
+    buf[11] = (uint8_t)length;
+    return frame_decode_header(buf, sizeof buf, &h);
+}
+
+Test(frame, rejects_control_length_over_limit)
+{
+    static const int types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_ABORT};
+
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        cr_assert_eq(header_with_length(types[i], 0), FRAME_OK);
+        cr_assert_eq(header_with_length(types[i], FRAME_MAX_CONTROL_BODY), FRAME_OK);
+        cr_assert_eq(header_with_length(types[i], FRAME_MAX_CONTROL_BODY + 1), FRAME_ELENGTH);
+        cr_assert_eq(header_with_length(types[i], UINT32_MAX), FRAME_ELENGTH);
+    }
+}
+
+Test(frame, rejects_data_length_outside_fixed_part_and_max_body)
+{
+    cr_assert_eq(header_with_length(FRAME_DATA, 0), FRAME_ELENGTH);
+    cr_assert_eq(header_with_length(FRAME_DATA, FRAME_DATA_HEADER_SIZE - 1), FRAME_ELENGTH);
+    cr_assert_eq(header_with_length(FRAME_DATA, FRAME_DATA_HEADER_SIZE), FRAME_OK);
+    cr_assert_eq(header_with_length(FRAME_DATA, FRAME_MAX_BODY), FRAME_OK);
+    cr_assert_eq(header_with_length(FRAME_DATA, FRAME_MAX_BODY + 1), FRAME_ELENGTH);
+    cr_assert_eq(header_with_length(FRAME_DATA, UINT32_MAX), FRAME_ELENGTH);
+}
+
+Test(frame, rejects_ping_with_a_body)
+{
+    cr_assert_eq(header_with_length(FRAME_PING, 1), FRAME_ELENGTH);
+    cr_assert_eq(header_with_length(FRAME_PING, FRAME_MAX_CONTROL_BODY), FRAME_ELENGTH);
+}
+
+/* Bodies */
+
+Test(frame, rejects_every_truncated_body)
+{
+    for (size_t t = 0; t < N_BODY_TYPES; t++) {
+        uint8_t buf[FRAME_BUF];
+        frame_header h;
+        any_frame out;
+
+        encode_sample(body_types[t], buf, sizeof buf, &h);
+        for (uint32_t len = 0; len < decoded_len(&h); len++) {
+            frame_header cut = h;
+            /* For DATA, the header's length is what it is; a body shorter
+             * than the fixed part has no room for the payload length field. */
+            cut.length = len;
+            cr_assert_eq(decode_exact(&cut, buf + FRAME_HEADER_SIZE, len, &out), FRAME_EMALFORMED,
+                         "%s body cut to %u bytes", frame_type_name(h.type), len);
+        }
+    }
+}
+
+Test(frame, rejects_trailing_bytes_after_the_body)
+{
+    for (size_t t = 0; t < N_BODY_TYPES; t++) {
+        uint8_t buf[FRAME_BUF + 1];
+        frame_header h;
+        any_frame out;
+        int n = encode_sample(body_types[t], buf, sizeof buf, &h);
+
+        buf[n] = 'x';
+        h.length++;
+        cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, decoded_len(&h), &out),
+                     FRAME_EMALFORMED, "%s with a trailing byte", frame_type_name(h.type));
+    }
+}
+
+Test(frame, rejects_string_with_nul)
+{
+    frame_hello in = {.cluster = "prod", .from_name = "host-a"}, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_hello(buf, sizeof buf, &in);
+    size_t cluster = FRAME_HEADER_SIZE + 16 + 2, name = cluster + 4 + 2;
+
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    buf[cluster + 1] = '\0';
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
+    buf[cluster + 1] = 'r';
+    buf[name + 5] = '\0';
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
+    buf[name + 5] = 'a';
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+}
+
+/* Builds a frame of type whose body is `fixed` bytes of zeros followed by one
+ * string of slen bytes, with every length consistent. */
+static size_t body_with_string(uint8_t *buf, int type, size_t fixed, size_t slen)
+{
+    size_t body = fixed + 2 + slen;
+
+    memset(buf, 0, FRAME_HEADER_SIZE + body);
+    frame_encode_ping(buf, FRAME_HEADER_SIZE);
+    buf[5] = (uint8_t)type;
+    buf[10] = (uint8_t)(body >> 8);
+    buf[11] = (uint8_t)body;
+    buf[FRAME_HEADER_SIZE + fixed] = (uint8_t)(slen >> 8);
+    buf[FRAME_HEADER_SIZE + fixed + 1] = (uint8_t)slen;
+    memset(buf + FRAME_HEADER_SIZE + fixed + 2, 's', slen);
+    return FRAME_HEADER_SIZE + body;
+}
+
+Test(frame, rejects_string_over_its_limit)
+{
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    frame_welcome w;
+    frame_abort a;
+
+    body_with_string(buf, FRAME_WELCOME, 8, FRAME_MAX_TEXT);
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_welcome(&h, buf + FRAME_HEADER_SIZE, &w), FRAME_OK);
+
+    body_with_string(buf, FRAME_WELCOME, 8, FRAME_MAX_TEXT + 1);
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_welcome(&h, buf + FRAME_HEADER_SIZE, &w), FRAME_EMALFORMED);
+
+    body_with_string(buf, FRAME_ABORT, 16, FRAME_MAX_TEXT + 1);
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_abort(&h, buf + FRAME_HEADER_SIZE, &a), FRAME_EMALFORMED);
+}
+
+Test(frame, rejects_name_over_its_limit)
+{
+    frame_hello in = {.cluster = "prod"}, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    size_t name = FRAME_HEADER_SIZE + 16 + 2 + 4;
+    int n;
+
+    /* A from_name of FRAME_MAX_NAME + 1 bytes, length fields consistent. */
+    fill(in.from_name, FRAME_MAX_NAME, 'n');
+    n = frame_encode_hello(buf, sizeof buf, &in);
+    buf[n] = 'n';
+    buf[name + 1]++;
+    buf[11]++;
+    cr_assert_eq(frame_decode_header(buf, (size_t)n + 1, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
+}
+
+Test(frame, rejects_data_whose_payload_length_disagrees_with_the_header)
+{
+    frame_data in = {.length = 1024}, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_data(buf, sizeof buf, &in);
+
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+    h.length--;
+    cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
+    h.length += 2;
+    cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
+    h.length--;
+    buf[FRAME_HEADER_SIZE + 23]++; /* the payload length field */
+    cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
+}
+
+Test(frame, accepts_data_with_an_empty_payload)
+{
+    frame_data in = {.seq = 1, .length = 0};
+    any_frame out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_data(buf, sizeof buf, &in);
+
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(h.length, FRAME_DATA_HEADER_SIZE);
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, FRAME_DATA_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_eq(out.data.length, 0);
+}
+
+Test(frame, decoders_refuse_a_header_of_another_type)
+{
+    for (size_t t = 0; t < N_BODY_TYPES; t++) {
+        uint8_t buf[FRAME_BUF];
+        frame_header h;
+        any_frame out;
+
+        encode_sample(body_types[t], buf, sizeof buf, &h);
+        for (size_t u = 0; u < N_BODY_TYPES; u++) {
+            frame_header other = h;
+            if (u == t) continue;
+            other.type = (uint8_t)body_types[u];
+            cr_assert_eq(decode_as(h.type, &other, buf + FRAME_HEADER_SIZE, decoded_len(&h), &out),
+                         FRAME_EMALFORMED, "%s decoder given a %s header", frame_type_name(h.type),
+                         frame_type_name(other.type));
+        }
+    }
+}
+
+/* Corrupted input */
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64*: deterministic, so a failure reproduces. */
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545f4914f6cdd1du;
+}
+
+static void rnd_str(char *dst, size_t max)
+{
+    size_t n = rnd() % (max + 1);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (char)(1 + rnd() % 255);
+    dst[n] = '\0';
+}
+
+static int rnd_frame(any_frame *f)
+{
+    int type = FRAME_HELLO + (int)(rnd() % 5);
+
+    memset(f, 0, sizeof *f);
+    switch (type) {
+    case FRAME_HELLO:
+        f->hello.n_hosts = (uint32_t)rnd();
+        f->hello.from_pos = (uint32_t)rnd();
+        f->hello.to_pos = (uint32_t)rnd();
+        f->hello.epoch = (uint32_t)rnd();
+        rnd_str(f->hello.cluster, FRAME_MAX_NAME);
+        rnd_str(f->hello.from_name, FRAME_MAX_NAME);
+        break;
+    case FRAME_WELCOME:
+        f->welcome.status = (int32_t)(rnd() % 32) - 16;
+        f->welcome.epoch = (uint32_t)rnd();
+        rnd_str(f->welcome.reason, FRAME_MAX_TEXT);
+        break;
+    case FRAME_DATA:
+        f->data.seq = rnd();
+        f->data.epoch = (uint32_t)rnd();
+        f->data.step = (uint16_t)rnd();
+        f->data.dtype = (uint8_t)rnd();
+        f->data.op = (uint8_t)rnd();
+        f->data.chunk = (uint32_t)rnd();
+        f->data.length = (uint32_t)(rnd() % (FRAME_MAX_PAYLOAD + 1));
+        f->data.count = rnd();
+        f->data.offset = rnd();
+        break;
+    case FRAME_ABORT:
+        f->abort.seq = rnd();
+        f->abort.epoch = (uint32_t)rnd();
+        f->abort.code = (int32_t)(rnd() % 32) - 16;
+        rnd_str(f->abort.reason, FRAME_MAX_TEXT);
+        break;
+    }
+    return type;
+}
+
+Test(frame, survives_random_corruption_of_valid_frames)
+{
+    int decoded = 0, refused = 0;
+
+    for (int iter = 0; iter < 100000; iter++) {
+        /* Zeros after the frame stand for whatever the peer sends next. */
+        uint8_t buf[FRAME_BUF] = {0}, again[FRAME_BUF];
+        any_frame f, out;
+        frame_header h, h2;
+        int type = rnd_frame(&f);
+        int n = encode_any(type, &f, buf, sizeof buf), rc;
+        int flips = 1 + (int)(rnd() % 4);
+
+        for (int i = 0; i < flips; i++)
+            buf[rnd() % (uint64_t)n] ^= (uint8_t)(1 + rnd() % 255);
+
+        rc = frame_decode_header(buf, (size_t)n, &h);
+        cr_assert(rc == FRAME_OK || rc == FRAME_EMAGIC || rc == FRAME_EVERSION ||
+                      rc == FRAME_ETYPE || rc == FRAME_ELENGTH,
+                  "iteration %d: header gave %d", iter, rc);
+        if (rc != FRAME_OK || h.type == FRAME_PING) {
+            refused += rc != FRAME_OK;
+            continue;
+        }
+
+        rc = decode_exact(&h, buf + FRAME_HEADER_SIZE, decoded_len(&h), &out);
+        cr_assert(rc == FRAME_OK || rc == FRAME_EMALFORMED, "iteration %d: body gave %d", iter, rc);
+        if (rc != FRAME_OK) {
+            refused++;
+            continue;
+        }
+
+        /* Whatever decodes is canonical: it encodes back to the same body. */
+        decoded++;
+        n = encode_any(h.type, &out, again, sizeof again);
+        cr_assert_gt(n, 0);
+        cr_assert_eq(frame_decode_header(again, (size_t)n, &h2), FRAME_OK);
+        cr_assert_eq(h2.length, h.length, "iteration %d", iter);
+        cr_assert_arr_eq(again + FRAME_HEADER_SIZE, buf + FRAME_HEADER_SIZE, decoded_len(&h),
+                         "iteration %d: %s re-encodes differently", iter, frame_type_name(h.type));
+    }
+    /* Both outcomes happen, or the loop tests nothing. */
+    cr_assert_gt(decoded, 1000);
+    cr_assert_gt(refused, 1000);
+}
+
+/* Names */
+
+Test(frame, every_error_has_its_own_message)
+{
+    for (int a = FRAME_ESPACE; a <= FRAME_OK; a++) {
+        cr_assert_neq(strcmp(frame_strerror(a), frame_strerror(-100)), 0, "error %d", a);
+        for (int b = FRAME_ESPACE; b < a; b++)
+            cr_assert_str_neq(frame_strerror(a), frame_strerror(b));
+    }
+}
+
+Test(frame, every_type_has_a_name)
+{
+    cr_assert_str_eq(frame_type_name(FRAME_HELLO), "HELLO");
+    cr_assert_str_eq(frame_type_name(FRAME_WELCOME), "WELCOME");
+    cr_assert_str_eq(frame_type_name(FRAME_DATA), "DATA");
+    cr_assert_str_eq(frame_type_name(FRAME_ABORT), "ABORT");
+    cr_assert_str_eq(frame_type_name(FRAME_PING), "PING");
+    cr_assert_str_eq(frame_type_name(0), "UNKNOWN");
+}

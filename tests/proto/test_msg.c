@@ -1,0 +1,758 @@
+/*
+ * test_msg.c - the client <-> daemon messages of proto/msg.h, as specified in
+ * proto/PROTOCOL.md: layouts, limits, and refusal of every malformed input.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/msg.h"
+
+#define MSG_BUF (MSG_HEADER_SIZE + MSG_MAX_BODY)
+
+typedef union {
+    msg_hello hello;
+    msg_welcome welcome;
+    msg_error error;
+    msg_register reg;
+    msg_unregister unreg;
+    msg_collective coll;
+    msg_result result;
+    msg_status_req status_req;
+    msg_status status;
+} any_msg;
+
+static const int all_types[] = {MSG_HELLO,    MSG_WELCOME,    MSG_ERROR,
+                                MSG_REGISTER, MSG_UNREGISTER, MSG_COLLECTIVE,
+                                MSG_RESULT,   MSG_STATUS_REQ, MSG_STATUS};
+#define N_TYPES (sizeof all_types / sizeof *all_types)
+
+static void fill(char *dst, size_t n, char c)
+{
+    memset(dst, c, n);
+    dst[n] = '\0';
+}
+
+static int encode_any(int type, const any_msg *m, uint8_t *buf, size_t cap)
+{
+    switch (type) {
+    case MSG_HELLO:
+        return msg_encode_hello(buf, cap, &m->hello);
+    case MSG_WELCOME:
+        return msg_encode_welcome(buf, cap, &m->welcome);
+    case MSG_ERROR:
+        return msg_encode_error(buf, cap, &m->error);
+    case MSG_REGISTER:
+        return msg_encode_register(buf, cap, &m->reg);
+    case MSG_UNREGISTER:
+        return msg_encode_unregister(buf, cap, &m->unreg);
+    case MSG_COLLECTIVE:
+        return msg_encode_collective(buf, cap, &m->coll);
+    case MSG_RESULT:
+        return msg_encode_result(buf, cap, &m->result);
+    case MSG_STATUS_REQ:
+        return msg_encode_status_req(buf, cap, &m->status_req);
+    case MSG_STATUS:
+        return msg_encode_status(buf, cap, &m->status);
+    }
+    cr_assert_fail("no encoder for type %d", type);
+    return -1;
+}
+
+/* Decodes the body of h with the decoder of type, from an exact-size heap
+ * copy, so that AddressSanitizer catches any read past h->length bytes. */
+static int decode_as(int type, const msg_header *h, const uint8_t *body, any_msg *out)
+{
+    uint8_t *copy = malloc(h->length);
+    int rc = MSG_EMALFORMED;
+
+    cr_assert(copy != NULL || h->length == 0);
+    if (h->length > 0) memcpy(copy, body, h->length);
+    switch (type) {
+    case MSG_HELLO:
+        rc = msg_decode_hello(h, copy, &out->hello);
+        break;
+    case MSG_WELCOME:
+        rc = msg_decode_welcome(h, copy, &out->welcome);
+        break;
+    case MSG_ERROR:
+        rc = msg_decode_error(h, copy, &out->error);
+        break;
+    case MSG_REGISTER:
+        rc = msg_decode_register(h, copy, &out->reg);
+        break;
+    case MSG_UNREGISTER:
+        rc = msg_decode_unregister(h, copy, &out->unreg);
+        break;
+    case MSG_COLLECTIVE:
+        rc = msg_decode_collective(h, copy, &out->coll);
+        break;
+    case MSG_RESULT:
+        rc = msg_decode_result(h, copy, &out->result);
+        break;
+    case MSG_STATUS_REQ:
+        rc = msg_decode_status_req(h, copy, &out->status_req);
+        break;
+    case MSG_STATUS:
+        rc = msg_decode_status(h, copy, &out->status);
+        break;
+    default:
+        cr_assert_fail("no decoder for type %d", type);
+    }
+    free(copy);
+    return rc;
+}
+
+static int decode_exact(const msg_header *h, const uint8_t *body, any_msg *out)
+{
+    return decode_as(h->type, h, body, out);
+}
+
+/* A message of each type with every field set to a distinct, extreme value
+ * and every string at its longest. */
+static any_msg sample(int type)
+{
+    any_msg m;
+
+    memset(&m, 0, sizeof m);
+    switch (type) {
+    case MSG_HELLO:
+        m.hello.flags = MSG_HELLO_OBSERVER | 0x80000000u;
+        m.hello.local_rank = -1;
+        m.hello.pid = 0xfffffff0u;
+        break;
+    case MSG_WELCOME:
+        m.welcome.rank = 0x7fffffff;
+        m.welcome.size = -2147483647 - 1;
+        m.welcome.local_rank = 3;
+        m.welcome.local_size = 8;
+        m.welcome.host_index = 0xfffffffeu;
+        m.welcome.n_hosts = 1023;
+        m.welcome.max_bytes = 0xffffffffffffff01u;
+        fill(m.welcome.host, MSG_MAX_NAME, 'h');
+        break;
+    case MSG_ERROR:
+        m.error.code = -6;
+        fill(m.error.text, MSG_MAX_TEXT, 'e');
+        break;
+    case MSG_REGISTER:
+        m.reg.id = UINT64_MAX;
+        m.reg.region = 0xdeadbeefu;
+        m.reg.size = 0x8000000000000000u;
+        break;
+    case MSG_UNREGISTER:
+        m.unreg.id = 0x0102030405060708u;
+        m.unreg.region = UINT32_MAX;
+        break;
+    case MSG_COLLECTIVE:
+        m.coll.id = 0xfedcba9876543210u;
+        m.coll.kind = MSG_COLL_ALLREDUCE;
+        m.coll.dtype = 0xfe;
+        m.coll.op = 0xfd;
+        m.coll.region = 0x7ffffffeu;
+        m.coll.offset = 0x1122334455667788u;
+        m.coll.count = UINT64_MAX - 1;
+        m.coll.timeout_ms = 0xffffffffu;
+        fill(m.coll.name, MSG_MAX_NAME, 'c');
+        break;
+    case MSG_RESULT:
+        m.result.id = 77;
+        m.result.status = -9;
+        fill(m.result.text, MSG_MAX_TEXT, 'r');
+        break;
+    case MSG_STATUS_REQ:
+        m.status_req.id = 0xa5a5a5a5a5a5a5a5u;
+        break;
+    case MSG_STATUS:
+        m.status.id = 1;
+        fill(m.status.cluster, MSG_MAX_NAME, 'C');
+        fill(m.status.host, MSG_MAX_NAME, 'H');
+        fill(m.status.left, MSG_MAX_NAME, 'L');
+        fill(m.status.right, MSG_MAX_NAME, 'R');
+        m.status.host_index = 2;
+        m.status.n_hosts = 0xfffffffdu;
+        m.status.left_state = MSG_LINK_UP;
+        m.status.right_state = 0xff;
+        m.status.epoch = 0x80000000u;
+        m.status.clients = 5;
+        m.status.local_size = 6;
+        m.status.collectives_done = 0x0102030405060708u;
+        m.status.collectives_failed = 0x1112131415161718u;
+        m.status.bytes_in = 0x2122232425262728u;
+        m.status.bytes_out = 0x3132333435363738u;
+        m.status.uptime_ms = 0x4142434445464748u;
+        m.status.reconnects = UINT64_MAX;
+        fill(m.status.last_error, MSG_MAX_TEXT, 'x');
+        break;
+    }
+    return m;
+}
+
+/* Encodes in, checks its header and decodes it back into out. */
+static int round_trip(int type, const any_msg *in, any_msg *out)
+{
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(type, in, buf, sizeof buf);
+
+    cr_assert_gt(n, 0, "encoding %s: %s", msg_type_name(type), msg_strerror(n));
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(h.version, MSG_VERSION);
+    cr_assert_eq(h.type, type);
+    cr_assert_eq(h.flags, 0);
+    cr_assert_eq(h.length, (uint32_t)(n - MSG_HEADER_SIZE));
+    memset(out, 0x5a, sizeof *out);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, out), MSG_OK, "decoding %s",
+                 msg_type_name(type));
+    return n;
+}
+
+/* Encoding and decoding */
+
+Test(msg, hello_round_trips_every_field)
+{
+    any_msg in = sample(MSG_HELLO), out;
+
+    cr_assert_eq(round_trip(MSG_HELLO, &in, &out), MSG_HEADER_SIZE + 12);
+    cr_assert_eq(out.hello.flags, in.hello.flags);
+    cr_assert_eq(out.hello.local_rank, in.hello.local_rank);
+    cr_assert_eq(out.hello.pid, in.hello.pid);
+}
+
+Test(msg, welcome_round_trips_every_field)
+{
+    any_msg in = sample(MSG_WELCOME), out;
+
+    cr_assert_eq(round_trip(MSG_WELCOME, &in, &out), MSG_HEADER_SIZE + 32 + 2 + MSG_MAX_NAME);
+    cr_assert_eq(out.welcome.rank, in.welcome.rank);
+    cr_assert_eq(out.welcome.size, in.welcome.size);
+    cr_assert_eq(out.welcome.local_rank, in.welcome.local_rank);
+    cr_assert_eq(out.welcome.local_size, in.welcome.local_size);
+    cr_assert_eq(out.welcome.host_index, in.welcome.host_index);
+    cr_assert_eq(out.welcome.n_hosts, in.welcome.n_hosts);
+    cr_assert_eq(out.welcome.max_bytes, in.welcome.max_bytes);
+    cr_assert_str_eq(out.welcome.host, in.welcome.host);
+}
+
+Test(msg, error_round_trips_every_field)
+{
+    any_msg in = sample(MSG_ERROR), out;
+
+    cr_assert_eq(round_trip(MSG_ERROR, &in, &out), MSG_HEADER_SIZE + 4 + 2 + MSG_MAX_TEXT);
+    cr_assert_eq(out.error.code, in.error.code);
+    cr_assert_str_eq(out.error.text, in.error.text);
+}
+
+Test(msg, register_round_trips_every_field)
+{
+    any_msg in = sample(MSG_REGISTER), out;
+
+    cr_assert_eq(round_trip(MSG_REGISTER, &in, &out), MSG_HEADER_SIZE + 20);
+    cr_assert_eq(out.reg.id, in.reg.id);
+    cr_assert_eq(out.reg.region, in.reg.region);
+    cr_assert_eq(out.reg.size, in.reg.size);
+}
+
+Test(msg, unregister_round_trips_every_field)
+{
+    any_msg in = sample(MSG_UNREGISTER), out;
+
+    cr_assert_eq(round_trip(MSG_UNREGISTER, &in, &out), MSG_HEADER_SIZE + 12);
+    cr_assert_eq(out.unreg.id, in.unreg.id);
+    cr_assert_eq(out.unreg.region, in.unreg.region);
+}
+
+Test(msg, collective_round_trips_every_field)
+{
+    any_msg in = sample(MSG_COLLECTIVE), out;
+
+    cr_assert_eq(round_trip(MSG_COLLECTIVE, &in, &out), MSG_HEADER_SIZE + 36 + 2 + MSG_MAX_NAME);
+    cr_assert_eq(out.coll.id, in.coll.id);
+    cr_assert_eq(out.coll.kind, in.coll.kind);
+    cr_assert_eq(out.coll.dtype, in.coll.dtype);
+    cr_assert_eq(out.coll.op, in.coll.op);
+    cr_assert_eq(out.coll.region, in.coll.region);
+    cr_assert_eq(out.coll.offset, in.coll.offset);
+    cr_assert_eq(out.coll.count, in.coll.count);
+    cr_assert_eq(out.coll.timeout_ms, in.coll.timeout_ms);
+    cr_assert_str_eq(out.coll.name, in.coll.name);
+}
+
+Test(msg, result_round_trips_every_field)
+{
+    any_msg in = sample(MSG_RESULT), out;
+
+    cr_assert_eq(round_trip(MSG_RESULT, &in, &out), MSG_HEADER_SIZE + 12 + 2 + MSG_MAX_TEXT);
+    cr_assert_eq(out.result.id, in.result.id);
+    cr_assert_eq(out.result.status, in.result.status);
+    cr_assert_str_eq(out.result.text, in.result.text);
+}
+
+Test(msg, status_req_round_trips_every_field)
+{
+    any_msg in = sample(MSG_STATUS_REQ), out;
+
+    cr_assert_eq(round_trip(MSG_STATUS_REQ, &in, &out), MSG_HEADER_SIZE + 8);
+    cr_assert_eq(out.status_req.id, in.status_req.id);
+}
+
+Test(msg, status_round_trips_every_field)
+{
+    any_msg in = sample(MSG_STATUS), out;
+    const msg_status *a = &in.status, *b = &out.status;
+
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out),
+                 MSG_HEADER_SIZE + 80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT);
+    cr_assert_eq(b->id, a->id);
+    cr_assert_str_eq(b->cluster, a->cluster);
+    cr_assert_str_eq(b->host, a->host);
+    cr_assert_str_eq(b->left, a->left);
+    cr_assert_str_eq(b->right, a->right);
+    cr_assert_eq(b->host_index, a->host_index);
+    cr_assert_eq(b->n_hosts, a->n_hosts);
+    cr_assert_eq(b->left_state, a->left_state);
+    cr_assert_eq(b->right_state, a->right_state);
+    cr_assert_eq(b->epoch, a->epoch);
+    cr_assert_eq(b->clients, a->clients);
+    cr_assert_eq(b->local_size, a->local_size);
+    cr_assert_eq(b->collectives_done, a->collectives_done);
+    cr_assert_eq(b->collectives_failed, a->collectives_failed);
+    cr_assert_eq(b->bytes_in, a->bytes_in);
+    cr_assert_eq(b->bytes_out, a->bytes_out);
+    cr_assert_eq(b->uptime_ms, a->uptime_ms);
+    cr_assert_eq(b->reconnects, a->reconnects);
+    cr_assert_str_eq(b->last_error, a->last_error);
+}
+
+Test(msg, empty_strings_round_trip)
+{
+    any_msg in, out;
+
+    memset(&in, 0, sizeof in);
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out), MSG_HEADER_SIZE + 80 + 5 * 2);
+    cr_assert_str_eq(out.status.cluster, "");
+    cr_assert_str_eq(out.status.last_error, "");
+}
+
+Test(msg, hello_has_the_documented_byte_layout)
+{
+    msg_hello in = {.flags = MSG_HELLO_OBSERVER, .local_rank = -1, .pid = 0x01020304};
+    /* clang-format off */
+    static const uint8_t want[] = {
+        0x52, 0x47, 0x44, 0x43, 1, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
+        0, 0, 0, 1,                                              /* flags */
+        0xff, 0xff, 0xff, 0xff,                                  /* local_rank */
+        1, 2, 3, 4,                                              /* pid */
+    };
+    /* clang-format on */
+    uint8_t buf[MSG_BUF];
+
+    cr_assert_eq(msg_encode_hello(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(msg, collective_has_the_documented_byte_layout)
+{
+    msg_collective in = {.id = 0x0102030405060708u,
+                         .kind = MSG_COLL_ALLREDUCE,
+                         .dtype = 6,
+                         .op = 1,
+                         .region = 0x11121314u,
+                         .offset = 0x2122232425262728u,
+                         .count = 0x3132333435363738u,
+                         .timeout_ms = 0x41424344u,
+                         .name = "g"};
+    /* clang-format off */
+    static const uint8_t want[] = {
+        0x52, 0x47, 0x44, 0x43, 1, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 39, /* header */
+        1, 2, 3, 4, 5, 6, 7, 8,                                       /* id */
+        1, 6, 1, 0,                                     /* kind, dtype, op, reserved */
+        0x11, 0x12, 0x13, 0x14,                         /* region */
+        0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, /* offset */
+        0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, /* count */
+        0x41, 0x42, 0x43, 0x44,                         /* timeout_ms */
+        0, 1, 'g',                                      /* name */
+    };
+    /* clang-format on */
+    uint8_t buf[MSG_BUF];
+
+    cr_assert_eq(msg_encode_collective(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(msg, status_fixed_fields_come_before_the_strings)
+{
+    any_msg in = sample(MSG_STATUS);
+    uint8_t buf[MSG_BUF];
+    const uint8_t *body = buf + MSG_HEADER_SIZE;
+
+    msg_encode_status(buf, sizeof buf, &in.status);
+    cr_assert_eq(body[16], MSG_LINK_UP);                  /* left_state */
+    cr_assert_eq(body[17], 0xff);                         /* right_state */
+    cr_assert_eq(body[18] | body[19], 0);                 /* reserved */
+    cr_assert_eq(body[20], 0x80);                         /* epoch */
+    cr_assert_eq(body[72], 0xff);                         /* reconnects */
+    cr_assert_eq(body[80] << 8 | body[81], MSG_MAX_NAME); /* cluster's length */
+}
+
+Test(msg, encoder_truncates_strings_to_their_limit)
+{
+    any_msg in, out;
+
+    memset(&in, 0, sizeof in);
+    memset(in.result.text, 'x', sizeof in.result.text); /* no NUL: one byte too long */
+    round_trip(MSG_RESULT, &in, &out);
+    cr_assert_eq(strlen(out.result.text), MSG_MAX_TEXT);
+}
+
+Test(msg, encoders_refuse_a_short_buffer_without_writing_past_it)
+{
+    for (size_t t = 0; t < N_TYPES; t++) {
+        any_msg m = sample(all_types[t]);
+        uint8_t buf[MSG_BUF + 1];
+        int n = encode_any(all_types[t], &m, buf, sizeof buf);
+
+        for (int cap = 0; cap < n; cap++) {
+            memset(buf, 0xee, sizeof buf);
+            cr_assert_eq(encode_any(all_types[t], &m, buf, (size_t)cap), MSG_ESPACE,
+                         "%s into %d bytes", msg_type_name(all_types[t]), cap);
+            for (size_t i = (size_t)cap; i < sizeof buf; i++)
+                cr_assert_eq(buf[i], 0xee, "%s wrote byte %zu of a %d-byte buffer",
+                             msg_type_name(all_types[t]), i, cap);
+        }
+    }
+}
+
+/* The header */
+
+Test(msg, header_needs_all_twelve_bytes)
+{
+    for (size_t t = 0; t < N_TYPES; t++) {
+        any_msg m = sample(all_types[t]);
+        uint8_t buf[MSG_BUF];
+        msg_header h;
+
+        encode_any(all_types[t], &m, buf, sizeof buf);
+        for (size_t len = 0; len < MSG_HEADER_SIZE; len++)
+            cr_assert_eq(msg_decode_header(buf, len, &h), MSG_EAGAIN, "%s header cut to %zu",
+                         msg_type_name(all_types[t]), len);
+        cr_assert_eq(msg_decode_header(buf, MSG_HEADER_SIZE, &h), MSG_OK);
+    }
+}
+
+static size_t encode_status_req(uint8_t *buf)
+{
+    msg_status_req m = {.id = 1};
+    return (size_t)msg_encode_status_req(buf, MSG_BUF, &m);
+}
+
+Test(msg, rejects_wrong_magic)
+{
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    size_t n = encode_status_req(buf);
+
+    for (int i = 0; i < 4; i++) {
+        buf[i] ^= 0x01;
+        cr_assert_eq(msg_decode_header(buf, n, &h), MSG_EMAGIC, "magic byte %d", i);
+        buf[i] ^= 0x01;
+    }
+}
+
+Test(msg, rejects_a_peer_frame_on_the_client_socket)
+{
+    /* The peer magic "RGND": a ring port dialled by mistake is not a client. */
+    static const uint8_t frame[] = {0x52, 0x47, 0x4e, 0x44, 1, 5, 0, 0, 0, 0, 0, 0};
+    msg_header h;
+
+    cr_assert_eq(msg_decode_header(frame, sizeof frame, &h), MSG_EMAGIC);
+}
+
+Test(msg, rejects_other_version_and_reports_it)
+{
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    size_t n = encode_status_req(buf);
+
+    buf[4] = MSG_VERSION + 1;
+    buf[5] = 200; /* a newer version may have newer types */
+    cr_assert_eq(msg_decode_header(buf, n, &h), MSG_EVERSION);
+    cr_assert_eq(h.version, MSG_VERSION + 1);
+}
+
+Test(msg, rejects_unknown_type)
+{
+    static const uint8_t bad[] = {0, MSG_STATUS + 1, 0x7f, 0xff};
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    size_t n = encode_status_req(buf);
+
+    for (size_t i = 0; i < sizeof bad; i++) {
+        buf[5] = bad[i];
+        cr_assert_eq(msg_decode_header(buf, n, &h), MSG_ETYPE, "type %d", bad[i]);
+    }
+}
+
+Test(msg, rejects_length_over_limit)
+{
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    size_t n = encode_status_req(buf);
+
+    buf[8] = 0, buf[9] = 0, buf[10] = MSG_MAX_BODY >> 8, buf[11] = MSG_MAX_BODY & 0xff;
+    cr_assert_eq(msg_decode_header(buf, n, &h), MSG_OK);
+    buf[11]++;
+    cr_assert_eq(msg_decode_header(buf, n, &h), MSG_ELENGTH);
+    buf[8] = 0xff;
+    cr_assert_eq(msg_decode_header(buf, n, &h), MSG_ELENGTH);
+}
+
+/* Bodies */
+
+Test(msg, rejects_every_truncated_body)
+{
+    for (size_t t = 0; t < N_TYPES; t++) {
+        any_msg m = sample(all_types[t]), out;
+        uint8_t buf[MSG_BUF];
+        msg_header h;
+        int n = encode_any(all_types[t], &m, buf, sizeof buf);
+
+        cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+        for (uint32_t len = 0; len < (uint32_t)n - MSG_HEADER_SIZE; len++) {
+            msg_header cut = h;
+            cut.length = len;
+            cr_assert_eq(decode_exact(&cut, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED,
+                         "%s body cut to %u bytes", msg_type_name(h.type), len);
+        }
+    }
+}
+
+Test(msg, rejects_trailing_bytes_after_the_body)
+{
+    for (size_t t = 0; t < N_TYPES; t++) {
+        any_msg m = sample(all_types[t]), out;
+        uint8_t buf[MSG_BUF + 1];
+        msg_header h;
+        int n = encode_any(all_types[t], &m, buf, sizeof buf);
+
+        cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+        buf[n] = 0;
+        h.length++;
+        cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED,
+                     "%s with a trailing byte", msg_type_name(h.type));
+    }
+}
+
+Test(msg, rejects_string_with_nul)
+{
+    msg_result in = {.id = 9, .status = -1, .text = "bad buffer"}, out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = msg_encode_result(buf, sizeof buf, &in);
+
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    buf[n - 1] = '\0';
+    cr_assert_eq(msg_decode_result(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, rejects_string_over_its_limit)
+{
+    any_msg in = sample(MSG_COLLECTIVE), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    size_t name = MSG_HEADER_SIZE + 36;
+    int n = msg_encode_collective(buf, sizeof buf, &in.coll);
+
+    /* One more byte of name, with both length fields consistent. */
+    buf[n] = 'c';
+    buf[name + 1]++;
+    buf[11]++;
+    cr_assert_eq(msg_decode_header(buf, (size_t)n + 1, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, rejects_text_over_its_limit)
+{
+    uint8_t buf[MSG_BUF] = {0};
+    msg_header h;
+    msg_error out;
+    size_t body = 4 + 2 + MSG_MAX_TEXT + 1;
+
+    msg_encode_status_req(buf, sizeof buf, &(msg_status_req){0});
+    buf[5] = MSG_ERROR;
+    buf[10] = (uint8_t)(body >> 8), buf[11] = (uint8_t)body;
+    buf[MSG_HEADER_SIZE + 4] = (MSG_MAX_TEXT + 1) >> 8;
+    buf[MSG_HEADER_SIZE + 5] = (MSG_MAX_TEXT + 1) & 0xff;
+    memset(buf + MSG_HEADER_SIZE + 6, 't', MSG_MAX_TEXT + 1);
+    cr_assert_eq(msg_decode_header(buf, sizeof buf, &h), MSG_OK);
+    cr_assert_eq(msg_decode_error(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, rejects_nonzero_reserved_bytes)
+{
+    any_msg coll = sample(MSG_COLLECTIVE), status = sample(MSG_STATUS), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n;
+
+    n = msg_encode_collective(buf, sizeof buf, &coll.coll);
+    buf[MSG_HEADER_SIZE + 11] = 1;
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+
+    n = msg_encode_status(buf, sizeof buf, &status.status);
+    buf[MSG_HEADER_SIZE + 19] = 1;
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, decoders_refuse_a_header_of_another_type)
+{
+    for (size_t t = 0; t < N_TYPES; t++) {
+        any_msg m = sample(all_types[t]), out;
+        uint8_t buf[MSG_BUF];
+        msg_header h;
+        int n = encode_any(all_types[t], &m, buf, sizeof buf);
+
+        cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+        for (size_t u = 0; u < N_TYPES; u++) {
+            msg_header other = h;
+            int rc;
+
+            if (u == t) continue;
+            other.type = (uint8_t)all_types[u];
+            /* Even where the sizes agree (HELLO and UNREGISTER). */
+            rc = decode_as(h.type, &other, buf + MSG_HEADER_SIZE, &out);
+            cr_assert_eq(rc, MSG_EMALFORMED, "%s decoder given a %s header", msg_type_name(h.type),
+                         msg_type_name(other.type));
+        }
+    }
+}
+
+/* Corrupted input */
+
+static uint64_t rng = 0x2545f4914f6cdd1du;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64*: deterministic, so a failure reproduces. */
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545f4914f6cdd1du;
+}
+
+static void rnd_str(char *dst, size_t max)
+{
+    size_t n = rnd() % (max + 1);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (char)(1 + rnd() % 255);
+    dst[n] = '\0';
+}
+
+/* A valid message of a random type: the sample with random integers and
+ * random strings of random lengths. */
+static int rnd_msg(any_msg *m)
+{
+    int type = all_types[rnd() % N_TYPES];
+
+    *m = sample(type);
+    switch (type) {
+    case MSG_HELLO:
+        m->hello.pid = (uint32_t)rnd();
+        break;
+    case MSG_WELCOME:
+        m->welcome.max_bytes = rnd();
+        rnd_str(m->welcome.host, MSG_MAX_NAME);
+        break;
+    case MSG_ERROR:
+        rnd_str(m->error.text, MSG_MAX_TEXT);
+        break;
+    case MSG_REGISTER:
+        m->reg.size = rnd();
+        break;
+    case MSG_UNREGISTER:
+        m->unreg.region = (uint32_t)rnd();
+        break;
+    case MSG_COLLECTIVE:
+        m->coll.count = rnd();
+        rnd_str(m->coll.name, MSG_MAX_NAME);
+        break;
+    case MSG_RESULT:
+        rnd_str(m->result.text, MSG_MAX_TEXT);
+        break;
+    case MSG_STATUS_REQ:
+        m->status_req.id = rnd();
+        break;
+    case MSG_STATUS:
+        rnd_str(m->status.cluster, MSG_MAX_NAME);
+        rnd_str(m->status.host, MSG_MAX_NAME);
+        rnd_str(m->status.left, MSG_MAX_NAME);
+        rnd_str(m->status.right, MSG_MAX_NAME);
+        rnd_str(m->status.last_error, MSG_MAX_TEXT);
+        break;
+    }
+    return type;
+}
+
+Test(msg, survives_random_corruption_of_valid_messages)
+{
+    int decoded = 0, refused = 0;
+
+    for (int iter = 0; iter < 100000; iter++) {
+        /* Zeros after the message stand for whatever the client sends next. */
+        uint8_t buf[MSG_BUF] = {0}, again[MSG_BUF];
+        any_msg m, out;
+        msg_header h;
+        int type = rnd_msg(&m);
+        int n = encode_any(type, &m, buf, sizeof buf), rc;
+        int flips = 1 + (int)(rnd() % 4);
+
+        for (int i = 0; i < flips; i++)
+            buf[rnd() % (uint64_t)n] ^= (uint8_t)(1 + rnd() % 255);
+
+        rc = msg_decode_header(buf, (size_t)n, &h);
+        cr_assert(rc == MSG_OK || rc == MSG_EMAGIC || rc == MSG_EVERSION || rc == MSG_ETYPE ||
+                      rc == MSG_ELENGTH,
+                  "iteration %d: header gave %d", iter, rc);
+        if (rc != MSG_OK) {
+            refused++;
+            continue;
+        }
+
+        rc = decode_exact(&h, buf + MSG_HEADER_SIZE, &out);
+        cr_assert(rc == MSG_OK || rc == MSG_EMALFORMED, "iteration %d: body gave %d", iter, rc);
+        if (rc != MSG_OK) {
+            refused++;
+            continue;
+        }
+
+        /* Whatever decodes is canonical: it encodes back to the same bytes. */
+        decoded++;
+        n = encode_any(h.type, &out, again, sizeof again);
+        cr_assert_eq(n, MSG_HEADER_SIZE + (int)h.length, "iteration %d", iter);
+        cr_assert_arr_eq(again + MSG_HEADER_SIZE, buf + MSG_HEADER_SIZE, h.length,
+                         "iteration %d: %s re-encodes differently", iter, msg_type_name(h.type));
+    }
+    cr_assert_gt(decoded, 1000);
+    cr_assert_gt(refused, 1000);
+}
+
+/* Names */
+
+Test(msg, every_error_has_its_own_message)
+{
+    for (int a = MSG_ESPACE; a <= MSG_OK; a++) {
+        cr_assert_str_neq(msg_strerror(a), msg_strerror(-100), "error %d", a);
+        for (int b = MSG_ESPACE; b < a; b++)
+            cr_assert_str_neq(msg_strerror(a), msg_strerror(b));
+    }
+}
+
+Test(msg, every_type_has_a_name)
+{
+    for (size_t t = 0; t < N_TYPES; t++)
+        cr_assert_str_neq(msg_type_name(all_types[t]), "UNKNOWN");
+    cr_assert_str_eq(msg_type_name(MSG_STATUS_REQ), "STATUS_REQ");
+    cr_assert_str_eq(msg_type_name(0), "UNKNOWN");
+}
