@@ -321,7 +321,7 @@ static void on_ring_done(ring_job *job, int status, const char *message)
 {
     coll *c = job->data;
     local *l = c->owner;
-    if (status == 0) {
+    if (status == 0 && c->subs[0].m.count > 0) {
         size_t bytes = c->subs[0].m.count * ringd_dtype_size(c->subs[0].m.dtype);
         for (int i = 1; i < l->local_size; i++)
             if (c->subs[i].buf) memcpy(c->subs[i].buf, c->subs[0].buf, bytes);
@@ -355,7 +355,7 @@ static void coll_run(local *l, coll *c)
             return;
         }
     }
-    for (int i = 1; i < l->local_size; i++)
+    for (int i = 1; i < l->local_size && m0->count > 0; i++)
         reduce_apply(m0->dtype, m0->op, c->subs[0].buf, c->subs[i].buf, m0->count);
 
     c->running = 1;
@@ -416,6 +416,11 @@ static void do_collective(session *s, const msg_collective *m)
 
     uint64_t index = s->next_index;
     coll *c = find_coll(l, index);
+    if (c && (c->running || c->subs[s->local_rank].s)) {
+        replyf(s, m->id, RINGD_EPROTO, "collective #%" PRIu64 " already has local rank %d's "
+               "submission", index, s->local_rank);
+        return;
+    }
     if (!c) {
         if (l->n_colls >= MAX_COLLS) {
             replyf(s, m->id, RINGD_EBUSY, "too many collectives waiting for local ranks");
@@ -480,6 +485,18 @@ static void on_tick(uv_timer_t *t)
         coll_finish(l, c, RINGD_ETIMEDOUT, msg);
     }
     if (!l->colls) uv_timer_stop(&l->tick);
+}
+
+/* A newcomer's first submission joins the oldest collective still waiting
+ * for local ranks, or the first after those already on the ring. */
+static uint64_t joining_index(const local *l)
+{
+    uint64_t index = l->next_index;
+    for (const coll *c = l->colls; c; c = c->next) {
+        if (!c->running) return c->index;
+        index = c->index + 1;
+    }
+    return index;
 }
 
 /* ---- status ---- */
@@ -564,8 +581,7 @@ static void do_hello(session *s, const msg_hello *m)
         }
         s->local_rank = want;
         l->by_rank[want] = s;
-        /* A newcomer joins at the oldest collective not yet finished. */
-        s->next_index = l->colls ? l->colls->index : l->next_index;
+        s->next_index = joining_index(l);
         log_info("local rank %d connected (pid %u)", want, m->pid);
     }
     s->welcomed = 1;
