@@ -1,0 +1,250 @@
+/*
+ * test_ringctl.c - the ringctl command line (client/ringctl.c), run as a
+ * process against the fake daemon: status in words and JSON, allreduce
+ * verification, help and exit codes.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_daemon.h"
+#include "ringd.h"
+
+#define RUN_TIMEOUT_MS 20000
+
+static fake_daemon F;
+static char out[8192], err[8192];
+
+static void start(void)
+{
+    unsetenv("RINGD_SOCKET");
+    unsetenv("RINGD_LOCAL_RANK");
+    unsetenv("LOCAL_RANK");
+    cr_assert_eq(fake_start(&F), 0, "cannot start the fake daemon");
+}
+
+static void stop(void)
+{
+    fake_stop(&F);
+}
+
+TestSuite(ringctl, .init = start, .fini = stop, .timeout = 60);
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs ringctl with the NULL-terminated arguments, captures stdout into out
+ * and stderr into err, and returns its exit status. */
+static int ringctl(const char *arg, ...)
+{
+    const char *argv[32] = {RINGCTL_BIN};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, arg);
+    for (const char *a = arg; a && argc < 31; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+
+    int po[2], pe[2];
+    cr_assert_eq(pipe(po), 0);
+    cr_assert_eq(pipe(pe), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]), close(pe[0]), close(po[1]), close(pe[1]);
+        execv(RINGCTL_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    size_t no = 0, ne = 0;
+    int64_t deadline = now_ms() + RUN_TIMEOUT_MS;
+    struct pollfd p[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+    while ((p[0].fd >= 0 || p[1].fd >= 0) && now_ms() < deadline) {
+        if (poll(p, 2, (int)(deadline - now_ms())) <= 0) continue;
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd < 0 || !p[i].revents) continue;
+            char *buf = i ? err : out;
+            size_t *n = i ? &ne : &no;
+            ssize_t r = read(p[i].fd, buf + *n, sizeof out - 1 - *n);
+            if (r > 0) {
+                *n += (size_t)r;
+            } else {
+                close(p[i].fd);
+                p[i].fd = -1;
+            }
+        }
+    }
+    out[no] = err[ne] = '\0';
+    int timed_out = p[0].fd >= 0 || p[1].fd >= 0;
+    if (timed_out) kill(pid, SIGKILL);
+    for (int i = 0; i < 2; i++)
+        if (p[i].fd >= 0) close(p[i].fd);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    cr_assert(!timed_out, "ringctl ran over %d ms; stderr: %s", RUN_TIMEOUT_MS, err);
+    cr_assert(WIFEXITED(status), "ringctl died: status 0x%x; stderr: %s", status, err);
+    return WEXITSTATUS(status);
+}
+
+static void demo_status(void)
+{
+    msg_status *s = &F.status;
+    snprintf(s->cluster, sizeof s->cluster, "demo");
+    snprintf(s->host, sizeof s->host, "b");
+    snprintf(s->left, sizeof s->left, "a");
+    snprintf(s->right, sizeof s->right, "c");
+    s->host_index = 1;
+    s->n_hosts = 4;
+    s->left_state = MSG_LINK_UP;
+    s->right_state = MSG_LINK_UP;
+    s->epoch = 1;
+    s->clients = 1;
+    s->local_size = 1;
+    s->collectives_done = 12;
+    s->bytes_in = 129394278; /* 123.4 MiB */
+    s->bytes_out = 129394278;
+    s->uptime_ms = 63000;
+}
+
+Test(ringctl, status_describes_the_ring_in_words_as_an_observer)
+{
+    demo_status();
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_str_eq(out, "cluster demo, host b (2 of 4), epoch 1\n"
+                          "left  a: up\n"
+                          "right c: up\n"
+                          "clients 1/1, collectives 12 done, 0 failed\n"
+                          "bytes in 123.4 MiB, out 123.4 MiB, uptime 1m 3s, reconnects 0\n"
+                          "last error: -\n");
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+    cr_assert_eq(F.hello.flags, MSG_HELLO_OBSERVER);
+    cr_assert_eq(F.requests, 1);
+    cr_assert_eq(F.types[0], MSG_STATUS_REQ);
+}
+
+Test(ringctl, status_shows_links_that_are_down_and_the_last_error)
+{
+    demo_status();
+    F.status.right_state = MSG_LINK_CONNECTING;
+    F.status.left_state = MSG_LINK_DOWN;
+    F.status.uptime_ms = 90061000; /* 1d 1h 1m 1s */
+    F.status.bytes_in = 512;
+    snprintf(F.status.last_error, sizeof F.status.last_error, "allreduce #7: timed out");
+    setenv("RINGD_SOCKET", F.path, 1);
+    cr_assert_eq(ringctl("status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "left  a: down\nright c: connecting\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "bytes in 512 B, out 123.4 MiB, uptime 1d 1h 1m 1s"), "%s", out);
+    cr_assert_not_null(strstr(out, "last error: allreduce #7: timed out\n"), "%s", out);
+}
+
+Test(ringctl, status_json_has_every_field_with_strings_escaped)
+{
+    demo_status();
+    snprintf(F.status.last_error, sizeof F.status.last_error,
+             "say \"hi\"\\\n\t\x01 caf\xc3\xa9 \xff!");
+    cr_assert_eq(ringctl("--socket", F.path, "status", "--json", NULL), 0, "stderr: %s", err);
+    cr_assert_str_eq(out,
+                     "{\"id\":1,\"cluster\":\"demo\",\"host\":\"b\",\"left\":\"a\",\"right\":\"c\","
+                     "\"host_index\":1,\"n_hosts\":4,\"left_state\":\"up\",\"right_state\":\"up\","
+                     "\"epoch\":1,\"clients\":1,\"local_size\":1,\"collectives_done\":12,"
+                     "\"collectives_failed\":0,\"bytes_in\":129394278,\"bytes_out\":129394278,"
+                     "\"uptime_ms\":63000,\"reconnects\":0,"
+                     "\"last_error\":\"say \\\"hi\\\"\\\\\\n\\t\\u0001 caf\xc3\xa9 \\ufffd!\"}\n");
+}
+
+Test(ringctl, status_without_a_daemon_fails_with_status_1_naming_the_socket)
+{
+    cr_assert_eq(ringctl("--socket", "/nonexistent/ringd.sock", "status", NULL), 1);
+    cr_assert_str_empty(out);
+    cr_assert_not_null(strstr(err, "/nonexistent/ringd.sock"), "%s", err);
+}
+
+Test(ringctl, allreduce_verifies_every_dtype_and_op_on_a_ring_of_one)
+{
+    F.coll_action = COLL_KEEP;
+    for (int t = 0; t < RINGD_DTYPE_COUNT; t++) {
+        for (int o = 0; o < RINGD_OP_COUNT; o++) {
+            int is_float = t >= RINGD_FLOAT16;
+            if (o == RINGD_MEAN && !is_float) continue;
+            const char *dt = ringd_dtype_name((ringd_dtype)t), *op = ringd_op_name((ringd_op)o);
+            cr_assert_eq(ringctl("--socket", F.path, "allreduce", "--count", "1000", "--dtype", dt,
+                                 "--op", op, "--iters", "2", "--warmup", "0",
+                                 o % 2 ? "--copy" : "--quiet", NULL),
+                         0, "%s %s: %s", dt, op, err);
+            if (o % 2 == 0) {
+                cr_assert_str_empty(out, "--quiet printed: %s", out);
+                continue;
+            }
+            char want[128];
+            snprintf(want, sizeof want, "allreduce 1000 x %s %s, 1 rank: ok, median ", dt, op);
+            cr_assert_eq(strncmp(out, want, strlen(want)), 0, "%s", out);
+            cr_assert_not_null(strstr(out, " MB/s, busbw 0.0 MB/s\n"), "%s", out);
+        }
+    }
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+}
+
+Test(ringctl, allreduce_reports_the_first_wrong_element_with_status_1)
+{
+    F.coll_action = COLL_DOUBLE;
+    cr_assert_eq(ringctl("--socket", F.path, "allreduce", "--count", "100", NULL), 1);
+    cr_assert_not_null(strstr(err, "wrong result at index 0: expected -2, got -4"), "%s", err);
+}
+
+Test(ringctl, allreduce_reports_the_daemons_error_with_status_1)
+{
+    F.coll_action = COLL_FAIL;
+    F.reply_code = RINGD_ERING;
+    snprintf(F.reply_text, sizeof F.reply_text, "allreduce #0: ring is down: host c is gone");
+    cr_assert_eq(ringctl("--socket", F.path, "allreduce", "--count", "0", NULL), 1);
+    cr_assert_not_null(strstr(err, "allreduce #0: ring is down: host c is gone"), "%s", err);
+}
+
+Test(ringctl, usage_errors_exit_with_status_2)
+{
+    cr_assert_eq(ringctl(NULL), 2);
+    cr_assert_eq(ringctl("frobnicate", NULL), 2);
+    cr_assert_not_null(strstr(err, "frobnicate"), "%s", err);
+    cr_assert_eq(ringctl("status", "--bogus", NULL), 2);
+    cr_assert_eq(ringctl("status", "extra", NULL), 2);
+    cr_assert_eq(ringctl("allreduce", "--count", "ten", NULL), 2);
+    cr_assert_eq(ringctl("allreduce", "--count", "-1", NULL), 2);
+    cr_assert_eq(ringctl("allreduce", "--iters", "0", NULL), 2);
+    cr_assert_eq(ringctl("allreduce", "--dtype", "float128", NULL), 2);
+    cr_assert_eq(ringctl("allreduce", "--op", "xor", NULL), 2);
+    cr_assert_eq(ringctl("allreduce", "--op", "mean", "--dtype", "int8", NULL), 2);
+    cr_assert_not_null(strstr(err, "mean"), "%s", err);
+}
+
+Test(ringctl, help_documents_every_flag_and_exits_0)
+{
+    cr_assert_eq(ringctl("--help", NULL), 0);
+    cr_assert_not_null(strstr(out, "--socket"));
+    cr_assert_not_null(strstr(out, "status"));
+    cr_assert_not_null(strstr(out, "allreduce"));
+    cr_assert_eq(ringctl("status", "--help", NULL), 0);
+    cr_assert_not_null(strstr(out, "--json"));
+    cr_assert_eq(ringctl("allreduce", "--help", NULL), 0);
+    const char *flags[] = {"--count", "--dtype", "--op",     "--iters", "--warmup",
+                           "--copy",  "--quiet", "--socket", "--help"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        cr_assert_not_null(strstr(out, flags[i]), "allreduce --help lacks %s", flags[i]);
+}
