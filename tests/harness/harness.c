@@ -1,0 +1,818 @@
+/*
+ * harness.c - starts real ringd daemons for integration tests; see harness.h.
+ *
+ * Processes are tracked two ways: by the harness struct of the test (which
+ * knows names, logs and how each one should end) and by a process-wide
+ * registry of live pids, which an atexit handler kills so that no daemon
+ * outlives a test process that exits without reaching its cleanup. A test
+ * process killed outright is covered by PR_SET_PDEATHSIG in each child.
+ */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef RINGD_BIN
+#error "RINGD_BIN must be defined to the path of the ringd binary"
+#endif
+
+#define POLL_MS 10 /* period of every wait-for-condition loop */
+#define KILL_REAP_TIMEOUT_MS 5000
+#define LOG_TAIL_LINES 40
+#define LOG_SCAN_MAX (64u << 20)
+#define REGISTRY_MAX 256
+
+/* Criterion's runner leaks a small allocation when it runs tests in parallel,
+ * which makes LeakSanitizer fail a sanitized test binary whose tests all
+ * passed. LeakSanitizer asks for this hook at start-up; it is unused in a
+ * build without sanitizers. */
+const char *__lsan_default_suppressions(void);
+
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:libcriterion.so\n";
+}
+
+/* ---- pid registry -------------------------------------------------------- */
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t registry[REGISTRY_MAX];
+static bool registry_hooked;
+
+static void kill_registered(void)
+{
+    pthread_mutex_lock(&registry_mu);
+    for (int i = 0; i < REGISTRY_MAX; i++) {
+        if (registry[i] > 0) {
+            kill(registry[i], SIGKILL);
+            waitpid(registry[i], NULL, 0);
+            registry[i] = 0;
+        }
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static int register_pid(pid_t pid)
+{
+    int rc = -1;
+    pthread_mutex_lock(&registry_mu);
+    if (!registry_hooked) {
+        atexit(kill_registered);
+        registry_hooked = true;
+    }
+    for (int i = 0; i < REGISTRY_MAX; i++) {
+        if (registry[i] == 0) {
+            registry[i] = pid;
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&registry_mu);
+    return rc;
+}
+
+static void unregister_pid(pid_t pid)
+{
+    pthread_mutex_lock(&registry_mu);
+    for (int i = 0; i < REGISTRY_MAX; i++) {
+        if (registry[i] == pid) registry[i] = 0;
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+/* ---- small helpers --------------------------------------------------------- */
+
+static int fail(harness *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(harness *h, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(h->err, sizeof h->err, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "harness: %s\n", h->err);
+    return -1;
+}
+
+int64_t harness_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void harness_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    /* Restart after a signal, a bounded number of times. */
+    for (int i = 0; i < 100 && nanosleep(&ts, &ts) < 0 && errno == EINTR; i++)
+        ;
+}
+
+uint64_t harness_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t harness_seed(const char *what)
+{
+    const char *env = getenv("RINGD_TEST_SEED");
+    uint64_t seed;
+    if (env && *env) {
+        seed = strtoull(env, NULL, 0);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t s = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        s ^= (uint64_t)getpid() << 32;
+        seed = harness_rand(&s);
+    }
+    fprintf(stderr, "%s: seed %llu (RINGD_TEST_SEED=%llu reproduces it)\n", what,
+            (unsigned long long)seed, (unsigned long long)seed);
+    return seed;
+}
+
+static const char *describe_status(int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by signal %d (%s)%s", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
+    else
+        snprintf(buf, len, "status 0x%x", status);
+    return buf;
+}
+
+/* Reaps d if it has exited. Returns true if d is (now) reaped. */
+static bool reap_nohang(harness_daemon *d)
+{
+    if (!d->started || d->reaped) return d->reaped;
+    int st;
+    pid_t r = waitpid(d->pid, &st, WNOHANG);
+    if (r == d->pid || (r < 0 && errno == ECHILD)) {
+        d->reaped = true;
+        d->status = r == d->pid ? st : 0;
+        unregister_pid(d->pid);
+    }
+    return d->reaped;
+}
+
+/* Waits up to timeout_ms for pid to exit; returns true and its status if so. */
+static bool wait_pid(pid_t pid, int timeout_ms, int *status)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    for (int i = 0; i <= timeout_ms / POLL_MS + 1; i++) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid) return true;
+        if (r < 0 && errno != EINTR) {
+            *status = 0;
+            return true;
+        }
+        if (harness_now_ms() > deadline) break;
+        harness_sleep_ms(POLL_MS);
+    }
+    return false;
+}
+
+static void kill_and_reap(harness_daemon *d)
+{
+    if (!d->started || reap_nohang(d)) return;
+    kill(d->pid, SIGKILL);
+    d->sent_signal = SIGKILL;
+    int st;
+    if (wait_pid(d->pid, KILL_REAP_TIMEOUT_MS, &st)) {
+        d->reaped = true;
+        d->status = st;
+        unregister_pid(d->pid);
+    } else {
+        fprintf(stderr, "harness: %s (pid %d) survived SIGKILL for %d ms\n", d->name, (int)d->pid,
+                KILL_REAP_TIMEOUT_MS);
+    }
+}
+
+/* Reads at most max bytes from the end of path into a malloc'ed string. */
+static char *read_tail(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size;
+    size_t want = size < max ? size : max;
+    char *buf = malloc(want + 1);
+    if (!buf) {
+        close(fd);
+        return NULL;
+    }
+    ssize_t got = pread(fd, buf, want, (off_t)(size - want));
+    close(fd);
+    if (got < 0) got = 0;
+    buf[got] = '\0';
+    *len = (size_t)got;
+    return buf;
+}
+
+static void print_log_tail(const harness_daemon *d, int lines)
+{
+    size_t len = 0;
+    char *buf = read_tail(d->log, 64 * 1024, &len);
+    if (!buf) {
+        fprintf(stderr, "---- %s: no log at %s\n", d->name, d->log);
+        return;
+    }
+    /* Find the start of the last `lines` lines. */
+    size_t start = len;
+    int seen = 0;
+    if (start > 0 && buf[start - 1] == '\n') start--;
+    while (start > 0) {
+        if (buf[start - 1] == '\n' && ++seen == lines) break;
+        start--;
+    }
+    fprintf(stderr, "---- last %d lines of %s's log (%s):\n", lines, d->name, d->log);
+    const char *p = buf + start;
+    for (int i = 0; i < lines && *p; i++) {
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(stderr, "  %s| %.*s\n", d->name, n, p);
+        p += n + (nl ? 1 : 0);
+    }
+    fprintf(stderr, "---- end of %s's log\n", d->name);
+    free(buf);
+}
+
+void harness_dump_logs(const harness *h, int tail_lines)
+{
+    for (int i = 0; i < h->n; i++) {
+        if (h->d[i].started) print_log_tail(&h->d[i], tail_lines);
+    }
+}
+
+/* Returns the sanitizer report found in d's log, or NULL. */
+static const char *sanitizer_report(const harness_daemon *d)
+{
+    static const char *const marks[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                        "runtime error:", "WARNING: ThreadSanitizer"};
+    size_t len = 0;
+    char *buf = read_tail(d->log, LOG_SCAN_MAX, &len);
+    const char *found = NULL;
+    for (size_t i = 0; buf && !found && i < sizeof marks / sizeof marks[0]; i++) {
+        if (strstr(buf, marks[i])) found = marks[i];
+    }
+    free(buf);
+    return found;
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+void harness_reset(harness *h)
+{
+    memset(h, 0, sizeof *h);
+}
+
+/* Binds n TCP sockets to 127.0.0.1:0 at once, so that the kernel hands out n
+ * different free ports, and closes them. A daemon binds its port soon after;
+ * another process taking it in between is possible but unlikely. */
+static int pick_ports(harness *h, int n)
+{
+    int fds[HARNESS_MAX_HOSTS];
+    int rc = 0, opened = 0;
+    for (; opened < n; opened++) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t salen = sizeof sa;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = fail(h, "socket: %s", strerror(errno));
+            break;
+        }
+        fds[opened] = fd;
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+            getsockname(fd, (struct sockaddr *)&sa, &salen) < 0) {
+            rc = fail(h, "bind 127.0.0.1:0: %s", strerror(errno));
+            opened++;
+            break;
+        }
+        h->d[opened].port = ntohs(sa.sin_port);
+    }
+    for (int i = 0; i < opened; i++)
+        close(fds[i]);
+    return rc;
+}
+
+int harness_write_file(harness *h, const char *name, const char *text, char *path, size_t pathlen)
+{
+    char tmp[PATH_MAX];
+    if (!path) {
+        path = tmp;
+        pathlen = sizeof tmp;
+    }
+    if (!h->dir[0]) return fail(h, "harness_write_file(%s): harness_init() was not called", name);
+    snprintf(path, pathlen, "%s/%s", h->dir, name);
+    FILE *f = fopen(path, "we");
+    if (!f) return fail(h, "%s: %s", path, strerror(errno));
+    size_t len = strlen(text);
+    bool ok = fwrite(text, 1, len, f) == len;
+    ok = fclose(f) == 0 && ok;
+    if (!ok) return fail(h, "%s: write failed", path);
+    return 0;
+}
+
+int harness_init(harness *h, int n, const char *extra_yaml)
+{
+    harness_reset(h);
+    if (n < 1 || n > HARNESS_MAX_HOSTS)
+        return fail(h, "harness_init: %d hosts, expected 1..%d", n, HARNESS_MAX_HOSTS);
+    /* /tmp rather than $TMPDIR: socket paths must fit in 108 bytes. */
+    snprintf(h->dir, sizeof h->dir, "/tmp/ringd-test-XXXXXX");
+    if (!mkdtemp(h->dir)) {
+        int e = errno;
+        h->dir[0] = '\0';
+        return fail(h, "mkdtemp: %s", strerror(e));
+    }
+    h->n = n;
+    if (pick_ports(h, n) < 0) return -1;
+
+    size_t cap = 4096 + (extra_yaml ? strlen(extra_yaml) : 0) + (size_t)n * 256;
+    char *text = malloc(cap);
+    if (!text) return fail(h, "out of memory");
+    size_t off = (size_t)snprintf(
+        text, cap, "# written by the ringd test harness\ncluster: test\nlocal_clients: 1\n%s",
+        extra_yaml ? extra_yaml : "");
+    off += (size_t)snprintf(text + off, cap - off, "hosts:\n");
+    for (int i = 0; i < n; i++) {
+        harness_daemon *d = &h->d[i];
+        char name[sizeof d->name];
+        snprintf(name, sizeof name, "h%d", i);
+        memcpy(d->name, name, sizeof name);
+        snprintf(d->socket, sizeof d->socket, "%s/%s.sock", h->dir, name);
+        snprintf(d->log, sizeof d->log, "%s/%s.log", h->dir, name);
+        off += (size_t)snprintf(text + off, cap - off,
+                                "  - name: %s\n    address: 127.0.0.1:%u\n    socket: %s\n",
+                                d->name, (unsigned)d->port, d->socket);
+    }
+    int rc = harness_write_file(h, "ringd.yaml", text, h->config, sizeof h->config);
+    free(text);
+    return rc;
+}
+
+/* ---- processes ----------------------------------------------------------------- */
+
+/* Forks and execs argv with stdin from /dev/null and stdout/stderr to the
+ * given files (opened in append mode, so a restarted daemon keeps its history).
+ * The child dies with the calling thread (PR_SET_PDEATHSIG). */
+static pid_t spawn(harness *h, char *const argv[], const char *out_path, const char *err_path)
+{
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int out = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int err = err_path == out_path
+                  ? out
+                  : open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (devnull < 0 || out < 0 || err < 0) {
+        fail(h, "open %s: %s",
+             out < 0   ? out_path
+             : err < 0 ? err_path
+                       : "/dev/null",
+             strerror(errno));
+        goto done;
+    }
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Only async-signal-safe calls from here on. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(126);
+        if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+        /* Leave Criterion's own pipes and sockets behind. */
+        close_range(3, ~0u, 0);
+        execv(argv[0], argv);
+        static const char msg[] = "harness: exec failed\n";
+        ssize_t ignored = write(2, msg, sizeof msg - 1);
+        (void)ignored;
+        _exit(127);
+    }
+    if (pid < 0) {
+        fail(h, "fork: %s", strerror(errno));
+    } else if (register_pid(pid) < 0) {
+        fprintf(stderr, "harness: pid registry full; pid %d is not covered by the exit handler\n",
+                (int)pid);
+    }
+    close(devnull);
+    close(out);
+    if (err != out) close(err);
+    return pid;
+done:
+    if (devnull >= 0) close(devnull);
+    if (out >= 0) close(out);
+    if (err >= 0 && err != out) close(err);
+    return -1;
+}
+
+int harness_spawn(harness *h, int i)
+{
+    if (i < 0 || i >= h->n) return fail(h, "harness_spawn: no host %d", i);
+    harness_daemon *d = &h->d[i];
+    if (d->started && !reap_nohang(d))
+        return fail(h, "harness_spawn: %s is already running (pid %d)", d->name, (int)d->pid);
+    char *argv[] = {
+        (char *)RINGD_BIN, (char *)"--config", h->config, (char *)"--host", d->name, NULL};
+    pid_t pid = spawn(h, argv, d->log, d->log);
+    if (pid < 0) return -1;
+    d->pid = pid;
+    d->started = true;
+    d->reaped = false;
+    d->status = 0;
+    d->sent_signal = 0;
+    return 0;
+}
+
+static int try_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    close(fd);
+    return rc;
+}
+
+int harness_wait_ready(harness *h, int i, int timeout_ms)
+{
+    harness_daemon *d = &h->d[i];
+    if (!d->started) return fail(h, "harness_wait_ready: %s was not started", d->name);
+    int64_t start = harness_now_ms(), deadline = start + timeout_ms;
+    for (int iter = 0; iter <= timeout_ms / POLL_MS + 1; iter++) {
+        if (reap_nohang(d)) {
+            char how[96];
+            print_log_tail(d, LOG_TAIL_LINES);
+            return fail(h, "%s (pid %d) %s before its socket %s accepted connections", d->name,
+                        (int)d->pid, describe_status(d->status, how, sizeof how), d->socket);
+        }
+        if (try_connect(d->socket) == 0) return 0;
+        if (harness_now_ms() > deadline) break;
+        harness_sleep_ms(POLL_MS);
+    }
+    print_log_tail(d, LOG_TAIL_LINES);
+    return fail(h, "%s (pid %d): socket %s did not accept a connection within %d ms", d->name,
+                (int)d->pid, d->socket, timeout_ms);
+}
+
+int harness_wait_all_ready(harness *h, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    for (int i = 0; i < h->n; i++) {
+        if (!h->d[i].started) continue;
+        int left = (int)(deadline - harness_now_ms());
+        if (harness_wait_ready(h, i, left > 0 ? left : 0) < 0) return -1;
+    }
+    return 0;
+}
+
+int harness_start_in_order(harness *h, const int *order, const int *delay_ms, int count)
+{
+    for (int k = 0; k < count; k++) {
+        if (delay_ms && delay_ms[k] > 0) harness_sleep_ms(delay_ms[k]);
+        if (harness_spawn(h, order[k]) < 0) return -1;
+    }
+    return 0;
+}
+
+int harness_start(harness *h, uint64_t seed, int max_delay_ms)
+{
+    int order[HARNESS_MAX_HOSTS], delay[HARNESS_MAX_HOSTS];
+    uint64_t st = seed;
+    for (int i = 0; i < h->n; i++)
+        order[i] = i;
+    /* Fisher-Yates. */
+    for (int i = h->n - 1; i > 0; i--) {
+        int j = (int)(harness_rand(&st) % (uint64_t)(i + 1));
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    char desc[256];
+    size_t off = 0;
+    for (int k = 0; k < h->n; k++) {
+        delay[k] = k == 0 || max_delay_ms <= 0
+                       ? 0
+                       : (int)(harness_rand(&st) % (uint64_t)(max_delay_ms + 1));
+        off += (size_t)snprintf(desc + off, sizeof desc - off, "%s+%dms%s", h->d[order[k]].name,
+                                delay[k], k + 1 < h->n ? " " : "");
+        if (off >= sizeof desc) off = sizeof desc - 1;
+    }
+    fprintf(stderr, "harness: starting %d daemons in %s: %s\n", h->n, h->dir, desc);
+    if (harness_start_in_order(h, order, delay, h->n) < 0) return -1;
+    return harness_wait_all_ready(h, HARNESS_READY_TIMEOUT_MS);
+}
+
+void harness_signal_all(harness *h, int sig)
+{
+    for (int i = 0; i < h->n; i++) {
+        harness_daemon *d = &h->d[i];
+        if (d->started && !reap_nohang(d)) {
+            kill(d->pid, sig);
+            d->sent_signal = sig;
+        }
+    }
+}
+
+int harness_stop(harness *h)
+{
+    bool needed_kill[HARNESS_MAX_HOSTS] = {false};
+    harness_signal_all(h, SIGTERM);
+
+    int64_t deadline = harness_now_ms() + HARNESS_STOP_TIMEOUT_MS;
+    for (int iter = 0; iter <= HARNESS_STOP_TIMEOUT_MS / POLL_MS + 1; iter++) {
+        bool all = true;
+        for (int i = 0; i < h->n; i++)
+            all = reap_nohang(&h->d[i]) && all;
+        if (all || harness_now_ms() > deadline) break;
+        harness_sleep_ms(POLL_MS);
+    }
+    for (int i = 0; i < h->n; i++) {
+        harness_daemon *d = &h->d[i];
+        if (d->started && !reap_nohang(d)) {
+            needed_kill[i] = true;
+            kill_and_reap(d);
+        }
+    }
+
+    int failures = 0;
+    char first[512] = "";
+    for (int i = 0; i < h->n; i++) {
+        harness_daemon *d = &h->d[i];
+        if (!d->started) continue;
+        char how[96], why[384] = "";
+        describe_status(d->status, how, sizeof how);
+        const char *report = sanitizer_report(d);
+        if (needed_kill[i])
+            snprintf(why, sizeof why, "did not exit within %d ms of SIGTERM (then %s)",
+                     HARNESS_STOP_TIMEOUT_MS, how);
+        else if (WIFEXITED(d->status) && WEXITSTATUS(d->status) != 0)
+            snprintf(why, sizeof why, "%s", how);
+        else if (WIFEXITED(d->status) && d->sent_signal == 0)
+            snprintf(why, sizeof why, "%s before it was asked to stop", how);
+        else if (WIFSIGNALED(d->status) && WTERMSIG(d->status) != d->sent_signal)
+            snprintf(why, sizeof why, "%s (the harness sent %s)", how,
+                     d->sent_signal ? strsignal(d->sent_signal) : "nothing");
+        else if (report)
+            snprintf(why, sizeof why, "%s, but its log has \"%s\"", how, report);
+        if (why[0]) {
+            if (failures++ == 0)
+                snprintf(first, sizeof first, "ringd %s (pid %d) %s", d->name, (int)d->pid, why);
+            fprintf(stderr, "harness: ringd %s (pid %d) %s\n", d->name, (int)d->pid, why);
+            print_log_tail(d, LOG_TAIL_LINES);
+        }
+    }
+    if (failures) return fail(h, "%s%s", first, failures > 1 ? " (and others, see stderr)" : "");
+    return 0;
+}
+
+/* Removes the files of dir (flat: the harness creates no subdirectories) and dir. */
+static void remove_dir(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (dp) {
+        struct dirent *e;
+        char path[PATH_MAX];
+        for (int i = 0; i < 100000 && (e = readdir(dp)) != NULL; i++) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        closedir(dp);
+    }
+    if (rmdir(dir) < 0) fprintf(stderr, "harness: rmdir %s: %s\n", dir, strerror(errno));
+}
+
+void harness_cleanup(harness *h)
+{
+    bool running = false;
+    for (int i = 0; i < h->n; i++)
+        running = running || (h->d[i].started && !reap_nohang(&h->d[i]));
+    if (running) {
+        /* The test did not reach harness_stop(): it failed on the way. */
+        fprintf(stderr, "harness: cleaning up with daemons still running (the test failed?)\n");
+        harness_dump_logs(h, LOG_TAIL_LINES);
+    }
+    for (int i = 0; i < h->n; i++)
+        kill_and_reap(&h->d[i]);
+    if (h->dir[0]) {
+        const char *keep = getenv("RINGD_TEST_KEEP");
+        if (keep && *keep && strcmp(keep, "0"))
+            fprintf(stderr, "harness: keeping %s\n", h->dir);
+        else
+            remove_dir(h->dir);
+    }
+    harness_reset(h);
+}
+
+/* Copies the file at path into buf (NUL-terminated, truncated to len). */
+static void slurp(const char *path, char *buf, size_t len)
+{
+    if (!buf || len == 0) return;
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    size_t off = 0;
+    for (int i = 0; i < 1000 && off + 1 < len; i++) {
+        ssize_t n = read(fd, buf + off, len - 1 - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        off += (size_t)n;
+    }
+    buf[off] = '\0';
+    close(fd);
+}
+
+int harness_run(harness *h, char *const argv[], int timeout_ms, int *status, char *out,
+                size_t outlen, char *errout, size_t errlen)
+{
+    static int seq;
+    char out_path[PATH_MAX], err_path[PATH_MAX];
+    if (!h->dir[0]) return fail(h, "harness_run(%s): harness_init() was not called", argv[0]);
+    int k = __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED);
+    snprintf(out_path, sizeof out_path, "%s/cmd%d.out", h->dir, k);
+    snprintf(err_path, sizeof err_path, "%s/cmd%d.err", h->dir, k);
+    pid_t pid = spawn(h, argv, out_path, err_path);
+    if (pid < 0) return -1;
+    int st = 0;
+    bool exited = wait_pid(pid, timeout_ms, &st);
+    if (!exited) {
+        kill(pid, SIGKILL);
+        if (!wait_pid(pid, KILL_REAP_TIMEOUT_MS, &st))
+            fprintf(stderr, "harness: %s (pid %d) survived SIGKILL\n", argv[0], (int)pid);
+    }
+    unregister_pid(pid);
+    *status = st;
+    slurp(out_path, out, outlen);
+    slurp(err_path, errout, errlen);
+    if (!exited) return fail(h, "%s did not exit within %d ms", argv[0], timeout_ms);
+    return 0;
+}
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+static void *thread_main(void *p)
+{
+    struct harness_thread_slot *s = p;
+    s->rc = s->fn(s->idx, s->arg);
+    return NULL;
+}
+
+int harness_threads_start(harness *h, harness_threads *t, int k, harness_thread_fn fn, void *arg)
+{
+    memset(t, 0, sizeof *t);
+    if (k < 1 || k > HARNESS_MAX_HOSTS) return fail(h, "harness_threads_start: %d threads", k);
+    for (int i = 0; i < k; i++) {
+        t->slot[i] = (struct harness_thread_slot){.fn = fn, .arg = arg, .idx = i, .rc = -1};
+        int e = pthread_create(&t->tid[i], NULL, thread_main, &t->slot[i]);
+        if (e) {
+            /* Join those started; they finish by their own deadlines. */
+            t->k = i;
+            harness_threads_join(h, t, 120000);
+            return fail(h, "pthread_create: %s", strerror(e));
+        }
+    }
+    t->k = k;
+    return 0;
+}
+
+static struct timespec realtime_in(int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+int harness_threads_join(harness *h, harness_threads *t, int timeout_ms)
+{
+    struct timespec deadline = realtime_in(timeout_ms);
+    bool joined[HARNESS_MAX_HOSTS] = {false};
+    bool late = false;
+    for (int i = 0; i < t->k; i++)
+        joined[i] = pthread_timedjoin_np(t->tid[i], NULL, &deadline) == 0;
+    for (int i = 0; i < t->k; i++)
+        late = late || !joined[i];
+    if (late) {
+        fprintf(stderr, "harness: client threads still running after %d ms; killing the daemons\n",
+                timeout_ms);
+        harness_dump_logs(h, LOG_TAIL_LINES);
+        harness_signal_all(h, SIGKILL);
+        deadline = realtime_in(30000);
+        for (int i = 0; i < t->k; i++) {
+            if (!joined[i] && pthread_timedjoin_np(t->tid[i], NULL, &deadline) != 0) {
+                fprintf(stderr,
+                        "harness: client thread %d is stuck even without daemons; aborting\n", i);
+                abort();
+            }
+        }
+        return fail(h, "client threads did not finish within %d ms", timeout_ms);
+    }
+    for (int i = 0; i < t->k; i++) {
+        if (t->slot[i].rc != 0) return fail(h, "client thread %d failed (see above)", i);
+    }
+    return 0;
+}
+
+int harness_run_threads(harness *h, int k, harness_thread_fn fn, void *arg, int timeout_ms)
+{
+    harness_threads t;
+    if (harness_threads_start(h, &t, k, fn, arg) < 0) return -1;
+    return harness_threads_join(h, &t, timeout_ms);
+}
+
+/* ---- barrier ---------------------------------------------------------------------------- */
+
+void harness_barrier_init(harness_barrier *b, int k)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    b->k = k;
+    b->arrived = 0;
+    b->generation = 0;
+    b->any_failed = b->result = b->broken = false;
+}
+
+void harness_barrier_destroy(harness_barrier *b)
+{
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+}
+
+int harness_barrier_wait(harness_barrier *b, bool failed, int timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (b->broken) {
+        pthread_mutex_unlock(&b->mu);
+        return -1;
+    }
+    b->any_failed = b->any_failed || failed;
+    if (++b->arrived == b->k) {
+        /* The last one in publishes the round's verdict. It stays valid until
+         * the next round completes, which needs every waiter to arrive again. */
+        b->result = b->any_failed;
+        b->any_failed = false;
+        b->arrived = 0;
+        b->generation++;
+        pthread_cond_broadcast(&b->cv);
+        int r = b->result;
+        pthread_mutex_unlock(&b->mu);
+        return r;
+    }
+    unsigned gen = b->generation;
+    int rc = 0;
+    while (gen == b->generation && !b->broken && rc == 0)
+        rc = pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+    int r;
+    if (gen != b->generation) {
+        r = b->result;
+    } else {
+        b->broken = true;
+        pthread_cond_broadcast(&b->cv);
+        r = -1;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return r;
+}
