@@ -61,7 +61,7 @@ Test(install, runs_the_installed_binaries_and_checks_the_example_config)
 
 Test(install, builds_a_client_with_pkg_config)
 {
-    char src[600], exe[600], cmd[2048];
+    char src[128], exe[128], cmd[4096];
     snprintf(src, sizeof src, "%s/hello.c", prefix);
     snprintf(exe, sizeof exe, "%s/hello", prefix);
     FILE *f = fopen(src, "w");
