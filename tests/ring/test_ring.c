@@ -836,6 +836,33 @@ Test(ring, forms_when_daemons_start_in_reverse_order_with_a_head_start)
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
+Test(ring, forms_over_ipv6_and_host_names)
+{
+    enum { N = 3 };
+    cr_assert_eq(harness_init(&H, N, RING_YAML), 0, "%s", H.err);
+    /* The same hosts, addressed as an IPv6 literal, a name and IPv4. */
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "cluster: test\n%shosts:\n"
+             "  - {name: h0, address: \"[::1]:%u\", socket: %s}\n"
+             "  - {name: h1, address: \"localhost:%u\", socket: %s}\n"
+             "  - {name: h2, address: \"127.0.0.1:%u\", socket: %s}\n",
+             RING_YAML, H.d[0].port, H.d[0].socket, H.d[1].port, H.d[1].socket, H.d[2].port,
+             H.d[2].socket);
+    FILE *f = fopen(H.config, "w");
+    cr_assert_not_null(f);
+    fputs(yaml, f);
+    fclose(f);
+    cr_assert_eq(harness_start(&H, harness_seed("ipv6"), 100), 0, "%s", H.err);
+    ring_case cases[8];
+    size_t n_cases = smoke_cases(cases);
+    ring_job j;
+    job_init(&j, &H, harness_seed("ipv6 job"), cases, n_cases);
+    run_job(&j, 200000);
+    job_destroy(&j);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
 Test(ring, allreduce_waits_for_a_daemon_that_starts_late)
 {
     enum { N = 3 };
