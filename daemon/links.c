@@ -42,10 +42,10 @@ typedef struct conn {
     links *owner;
     conn_role role;
     int closing;
-    int refusing;     /* WELCOME with an error is being sent; close after it */
+    int refusing;      /* WELCOME with an error is being sent; close after it */
     struct conn *next; /* in owner->pending */
-    char peer[64];    /* printable remote address */
-    uint32_t epoch;   /* agreed at the handshake; stamped on every DATA frame */
+    char peer[64];     /* printable remote address */
+    uint32_t epoch;    /* agreed at the handshake; stamped on every DATA frame */
 
     rd_state rd;
     size_t got, need;
@@ -75,16 +75,16 @@ struct links {
     void *data;
 
     uv_tcp_t listener;
-    uv_timer_t retry;       /* backoff before the next connect attempt */
-    uv_timer_t resume;      /* deferred links_resume() */
+    uv_timer_t retry;  /* backoff before the next connect attempt */
+    uv_timer_t resume; /* deferred links_resume() */
     uv_getaddrinfo_t gai;
-    conn *resolving;        /* the right conn whose address is being resolved */
+    conn *resolving; /* the right conn whose address is being resolved */
     uv_connect_t connect_req;
-    int listening;          /* listener initialised */
+    int listening; /* listener initialised */
     uint32_t backoff_ms;
 
-    conn *l;                /* left link, NULL when down */
-    conn *r;                /* right link, NULL when down */
+    conn *l; /* left link, NULL when down */
+    conn *r; /* right link, NULL when down */
     link_state r_state;
     conn *pending;
     int n_pending;
@@ -92,11 +92,11 @@ struct links {
     uint32_t epoch;
     char left_error[256], right_error[256];
     log_ratelimit connect_rl;
-    int was_up;             /* the right link has been up before */
+    int was_up; /* the right link has been up before */
     links_stats stats;
 
     int closing;
-    int open_handles;       /* handles still to see their close callback */
+    int open_handles; /* handles, connections and a resolution that keep l alive */
     void (*done)(void *);
     void *done_data;
     uint8_t skip[SKIP_BUF];
@@ -226,13 +226,21 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     conn *c = h->data;
     size_t left = c->need - c->got;
     switch (c->rd) {
-    case RD_HEADER: *buf = uv_buf_init((char *)c->hdr_buf + c->got, (unsigned)left); break;
-    case RD_BODY: *buf = uv_buf_init((char *)c->body + c->got, (unsigned)left); break;
-    case RD_PAYLOAD: *buf = uv_buf_init((char *)c->dst + c->got, (unsigned)left); break;
+    case RD_HEADER:
+        *buf = uv_buf_init((char *)c->hdr_buf + c->got, (unsigned)left);
+        break;
+    case RD_BODY:
+        *buf = uv_buf_init((char *)c->body + c->got, (unsigned)left);
+        break;
+    case RD_PAYLOAD:
+        *buf = uv_buf_init((char *)c->dst + c->got, (unsigned)left);
+        break;
     case RD_SKIP:
         *buf = uv_buf_init((char *)c->owner->skip, (unsigned)(left < SKIP_BUF ? left : SKIP_BUF));
         break;
-    case RD_PAUSED: *buf = uv_buf_init(NULL, 0); break;
+    case RD_PAUSED:
+        *buf = uv_buf_init(NULL, 0);
+        break;
     }
 }
 
@@ -279,8 +287,10 @@ static void frame_piece_done(conn *c)
     if (c->rd == RD_HEADER) {
         rc = frame_decode_header(c->hdr_buf, FRAME_HEADER_SIZE, &c->hdr);
         if (rc == FRAME_EVERSION && c->role == CONN_PENDING) {
-            snprintf(why, sizeof why, "peer speaks protocol version %u, this ringd speaks %u; "
-                     "run the same ringd version on every host", c->hdr.version, FRAME_VERSION);
+            snprintf(why, sizeof why,
+                     "peer speaks protocol version %u, this ringd speaks %u; "
+                     "run the same ringd version on every host",
+                     c->hdr.version, FRAME_VERSION);
             refuse(c, RINGD_EVERSION, why);
             return;
         }
@@ -292,12 +302,16 @@ static void frame_piece_done(conn *c)
         /* Each connection carries its own frame types, in its own order. */
         int ok;
         switch (c->role) {
-        case CONN_PENDING: ok = c->hdr.type == FRAME_HELLO; break;
+        case CONN_PENDING:
+            ok = c->hdr.type == FRAME_HELLO;
+            break;
         case CONN_RIGHT:
             ok = (l->r_state == LINK_HANDSHAKE && c->hdr.type == FRAME_WELCOME) ||
                  (l->r_state == LINK_UP && c->hdr.type == FRAME_PING);
             break;
-        default: ok = c->hdr.type == FRAME_DATA || c->hdr.type == FRAME_PING; break;
+        default:
+            ok = c->hdr.type == FRAME_DATA || c->hdr.type == FRAME_PING;
+            break;
         }
         if (!ok) {
             snprintf(why, sizeof why, "unexpected %s frame", frame_type_name(c->hdr.type));
@@ -315,8 +329,12 @@ static void frame_piece_done(conn *c)
 
     if (c->rd == RD_BODY) {
         switch (c->hdr.type) {
-        case FRAME_HELLO: handle_hello(c); return;
-        case FRAME_WELCOME: handle_welcome(c); return;
+        case FRAME_HELLO:
+            handle_hello(c);
+            return;
+        case FRAME_WELCOME:
+            handle_welcome(c);
+            return;
         case FRAME_DATA:
             rc = frame_decode_data(&c->hdr, c->body, &c->data);
             if (rc < 0) {
@@ -336,7 +354,9 @@ static void frame_piece_done(conn *c)
             c->rd = RD_BODY; /* offer_data() moves on from here */
             offer_data(c);
             return;
-        default: conn_close(c, "unexpected frame body"); return;
+        default:
+            conn_close(c, "unexpected frame body");
+            return;
         }
     }
 
@@ -442,8 +462,8 @@ static void schedule_retry(links *l)
     uint32_t delay = l->backoff_ms;
     /* Up to 25% jitter, so hosts that failed together do not retry in step. */
     delay += (uint32_t)(rand() % (int)(delay / 4 + 1));
-    l->backoff_ms = l->backoff_ms * 2 > l->cfg->backoff_max_ms ? l->cfg->backoff_max_ms
-                                                               : l->backoff_ms * 2;
+    l->backoff_ms =
+        l->backoff_ms * 2 > l->cfg->backoff_max_ms ? l->cfg->backoff_max_ms : l->backoff_ms * 2;
     uv_timer_start(&l->retry, on_retry, delay, 0);
 }
 
@@ -766,8 +786,8 @@ int links_start(links *l, char *err, size_t errlen)
     const cfg_host *h = &l->cfg->hosts[l->me];
     char port[8];
     snprintf(port, sizeof port, "%u", h->port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(h->node, port, &hints, &res);
     if (rc != 0) {
@@ -804,7 +824,8 @@ void links_close(links *l, void (*done)(void *), void *data)
     l->done = done;
     l->done_data = data;
     links_reset(l, "shutting down");
-    while (l->pending) conn_close(l->pending, "shutting down");
+    while (l->pending)
+        conn_close(l->pending, "shutting down");
     if (l->resolving) uv_cancel((uv_req_t *)&l->gai);
     /* These handles are embedded in l: whichever of them or of the
      * connections closes last frees l (handle_closed, conn_closed). */

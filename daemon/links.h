@@ -21,11 +21,11 @@
 typedef enum { LINK_LEFT = 0, LINK_RIGHT = 1 } link_side;
 
 typedef enum {
-    LINK_DOWN = 0,      /* no connection: waiting (left) or backing off (right) */
-    LINK_CONNECTING,    /* resolving or TCP connect in progress (right only) */
-    LINK_HANDSHAKE,     /* HELLO sent, WELCOME awaited (right only) */
-    LINK_UP,            /* carrying frames */
-    LINK_SELF,          /* a ring of one host has no links */
+    LINK_DOWN = 0,   /* no connection: waiting (left) or backing off (right) */
+    LINK_CONNECTING, /* resolving or TCP connect in progress (right only) */
+    LINK_HANDSHAKE,  /* HELLO sent, WELCOME awaited (right only) */
+    LINK_UP,         /* carrying frames */
+    LINK_SELF,       /* a ring of one host has no links */
 } link_state;
 
 /* What the ring wants done with the payload of a DATA frame. */

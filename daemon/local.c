@@ -34,10 +34,10 @@
 #include "reduce.h"
 
 #define IN_CAP (2 * (MSG_HEADER_SIZE + MSG_MAX_BODY))
-#define OUT_LIMIT (64 << 10)    /* unread replies before we stop reading */
-#define MAX_FDS 4               /* descriptors received but not yet claimed */
-#define MAX_REGIONS 4096        /* per session */
-#define MAX_COLLS 1024          /* collectives waiting for local ranks */
+#define OUT_LIMIT (64 << 10) /* unread replies before we stop reading */
+#define MAX_FDS 4            /* descriptors received but not yet claimed */
+#define MAX_REGIONS 4096     /* per session */
+#define MAX_COLLS 1024       /* collectives waiting for local ranks */
 #define MAX_SESSIONS 256
 #define TICK_MS 100
 
@@ -52,23 +52,23 @@ typedef struct region {
 typedef struct session session;
 
 typedef struct {
-    session *s;     /* NULL once the client is gone */
-    uint64_t id;    /* request id to answer */
-    region *reg;    /* holds a reference; NULL for count 0 */
+    session *s;  /* NULL once the client is gone */
+    uint64_t id; /* request id to answer */
+    region *reg; /* holds a reference; NULL for count 0 */
     uint8_t *buf;
     msg_collective m;
 } submission;
 
 typedef struct coll {
-    uint64_t index;       /* collective number on this host */
+    uint64_t index; /* collective number on this host */
     int arrived;
-    int running;          /* handed to the ring */
+    int running; /* handed to the ring */
     uint64_t deadline;
     char label[MSG_MAX_NAME + 32];
     ring_job job;
     local *owner;
     struct coll *next;
-    submission subs[];    /* one per local rank */
+    submission subs[]; /* one per local rank */
 } coll;
 
 struct session {
@@ -79,7 +79,7 @@ struct session {
     int welcomed, observer;
     int local_rank;
     uint32_t pid;
-    uint64_t next_index;  /* host collective number of its next submission */
+    uint64_t next_index; /* host collective number of its next submission */
     region *regions;
     int n_regions;
     int fds[MAX_FDS];
@@ -102,10 +102,10 @@ struct local {
     uv_timer_t tick;
     session *sessions;
     int n_sessions;
-    session **by_rank;     /* local rank -> session */
-    coll *colls;           /* waiting or running, by index */
+    session **by_rank; /* local rank -> session */
+    coll *colls;       /* waiting or running, by index */
     int n_colls;
-    uint64_t next_index;   /* of the oldest collective not yet finished */
+    uint64_t next_index; /* of the oldest collective not yet finished */
     uint64_t start_ms;
     int closing, open_handles;
     void (*done)(void *);
@@ -408,8 +408,10 @@ static void do_collective(session *s, const msg_collective *m)
             return;
         }
         if (m->offset % esize != 0) {
-            replyf(s, m->id, RINGD_EINVAL, "allreduce: buffer is not aligned to its %zu-byte "
-                   "elements", esize);
+            replyf(s, m->id, RINGD_EINVAL,
+                   "allreduce: buffer is not aligned to its %zu-byte "
+                   "elements",
+                   esize);
             return;
         }
     }
@@ -417,8 +419,10 @@ static void do_collective(session *s, const msg_collective *m)
     uint64_t index = s->next_index;
     coll *c = find_coll(l, index);
     if (c && (c->running || c->subs[s->local_rank].s)) {
-        replyf(s, m->id, RINGD_EPROTO, "collective #%" PRIu64 " already has local rank %d's "
-               "submission", index, s->local_rank);
+        replyf(s, m->id, RINGD_EPROTO,
+               "collective #%" PRIu64 " already has local rank %d's "
+               "submission",
+               index, s->local_rank);
         return;
     }
     if (!c) {
@@ -449,8 +453,8 @@ static void do_collective(session *s, const msg_collective *m)
     }
     s->next_index++;
     submission *sub = &c->subs[s->local_rank];
-    *sub = (submission){.s = s, .id = m->id, .reg = reg, .buf = reg ? reg->base + m->offset : NULL,
-                        .m = *m};
+    *sub = (submission){
+        .s = s, .id = m->id, .reg = reg, .buf = reg ? reg->base + m->offset : NULL, .m = *m};
     if (reg) reg->refs++;
     log_debug("local rank %d submitted %s #%" PRIu64 ": %s", s->local_rank, c->label, index,
               describe(m, d, sizeof d));
@@ -479,8 +483,7 @@ static void on_tick(uv_timer_t *t)
         snprintf(msg, sizeof msg,
                  "%s #%" PRIu64 " timed out on host %s: local rank(s) %s did not submit it "
                  "(%d of %d arrived)",
-                 c->label, c->index, l->cfg->hosts[l->me].name, missing, c->arrived,
-                 l->local_size);
+                 c->label, c->index, l->cfg->hosts[l->me].name, missing, c->arrived, l->local_size);
         log_warn("%s", msg);
         coll_finish(l, c, RINGD_ETIMEDOUT, msg);
     }
@@ -585,7 +588,8 @@ static void do_hello(session *s, const msg_hello *m)
         log_info("local rank %d connected (pid %u)", want, m->pid);
     }
     s->welcomed = 1;
-    msg_welcome w = {.rank = s->observer ? -1 : cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank,
+    msg_welcome w = {.rank =
+                         s->observer ? -1 : cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank,
                      .size = l->ranks,
                      .local_rank = s->local_rank,
                      .local_size = l->local_size,
@@ -629,12 +633,12 @@ static int handle_message(session *s, const msg_header *h, const uint8_t *body)
     case MSG_STATUS_REQ:
         if ((rc = msg_decode_status_req(h, body, &m.status)) == 0) do_status(s, &m.status);
         break;
-    default: break;
+    default:
+        break;
     }
     if (rc < 0) {
         char why[128];
-        snprintf(why, sizeof why, "bad %s message: %s", msg_type_name(h->type),
-                 msg_strerror(rc));
+        snprintf(why, sizeof why, "bad %s message: %s", msg_type_name(h->type), msg_strerror(rc));
         session_close(s, why);
         return -1;
     }
@@ -653,8 +657,10 @@ static void process_input(session *s)
             char why[128];
             snprintf(why, sizeof why, "bad message header: %s", msg_strerror(rc));
             if (rc == MSG_EVERSION) {
-                snprintf(why, sizeof why, "client speaks protocol version %u, this ringd speaks "
-                         "%u; use the libringd of this ringd version", h.version, MSG_VERSION);
+                snprintf(why, sizeof why,
+                         "client speaks protocol version %u, this ringd speaks "
+                         "%u; use the libringd of this ringd version",
+                         h.version, MSG_VERSION);
                 refuse(s, RINGD_EVERSION, why);
             } else
                 session_close(s, why);
@@ -677,7 +683,9 @@ static void read_input(session *s)
             char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
         } ctl;
         struct iovec iov = {s->in + s->in_len, sizeof s->in - s->in_len};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
                             .msg_controllen = sizeof ctl.buf};
         ssize_t n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR) continue;

@@ -14,8 +14,7 @@ static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void log_init(const char *host, log_level_e level)
 {
-    if (host && *host)
-        snprintf(prefix, sizeof prefix, "ringd[%s]", host);
+    if (host && *host) snprintf(prefix, sizeof prefix, "ringd[%s]", host);
     log_level = level;
 }
 

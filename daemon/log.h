@@ -35,7 +35,8 @@ typedef struct {
     uint32_t suppressed; /* events swallowed since the last printed line */
 } log_ratelimit;
 
-int log_ratelimit_ok(log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms, uint32_t *suppressed);
+int log_ratelimit_ok(log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms,
+                     uint32_t *suppressed);
 void log_ratelimit_reset(log_ratelimit *rl);
 
 #endif /* RINGD_LOG_H */

@@ -35,21 +35,20 @@ typedef struct {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ringd --config FILE --host NAME [--log-level LEVEL]\n"
-            "\n"
-            "Runs the ringd daemon of one host: joins the TCP ring described in FILE as the\n"
-            "host named NAME and serves the local training processes on its Unix socket.\n"
-            "\n"
-            "  -c, --config FILE      YAML configuration (see ringd.example.yaml)\n"
-            "  -H, --host NAME        which of the config's hosts this is\n"
-            "  -l, --log-level LEVEL  debug, info, warn or error (overrides log_level)\n"
-            "  -t, --check            validate the configuration and exit\n"
-            "  -h, --help             show this help\n"
-            "  -V, --version          show the version\n"
-            "\n"
-            "Exit status: 0 after a clean stop (SIGTERM, SIGINT), 1 on a runtime failure,\n"
-            "2 on a bad command line or configuration.\n");
+    fprintf(out, "usage: ringd --config FILE --host NAME [--log-level LEVEL]\n"
+                 "\n"
+                 "Runs the ringd daemon of one host: joins the TCP ring described in FILE as the\n"
+                 "host named NAME and serves the local training processes on its Unix socket.\n"
+                 "\n"
+                 "  -c, --config FILE      YAML configuration (see ringd.example.yaml)\n"
+                 "  -H, --host NAME        which of the config's hosts this is\n"
+                 "  -l, --log-level LEVEL  debug, info, warn or error (overrides log_level)\n"
+                 "  -t, --check            validate the configuration and exit\n"
+                 "  -h, --help             show this help\n"
+                 "  -V, --version          show the version\n"
+                 "\n"
+                 "Exit status: 0 after a clean stop (SIGTERM, SIGINT), 1 on a runtime failure,\n"
+                 "2 on a bad command line or configuration.\n");
 }
 
 static void on_local_closed(void *data)
@@ -96,25 +95,39 @@ static int parse_level(const char *s, log_level_e *out)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"host", required_argument, NULL, 'H'},
-        {"log-level", required_argument, NULL, 'l'}, {"check", no_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"host", required_argument, NULL, 'H'},
+                                         {"log-level", required_argument, NULL, 'l'},
+                                         {"check", no_argument, NULL, 't'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {NULL, 0, NULL, 0}};
     const char *config_path = NULL, *host = NULL, *level_arg = NULL;
     int check_only = 0, opt;
     while ((opt = getopt_long(argc, argv, "c:H:l:thV", opts, NULL)) != -1) {
         switch (opt) {
-        case 'c': config_path = optarg; break;
-        case 'H': host = optarg; break;
-        case 'l': level_arg = optarg; break;
-        case 't': check_only = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'c':
+            config_path = optarg;
+            break;
+        case 'H':
+            host = optarg;
+            break;
+        case 'l':
+            level_arg = optarg;
+            break;
+        case 't':
+            check_only = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
         case 'V':
             printf("ringd %d.%d.%d\n", RINGD_VERSION_MAJOR, RINGD_VERSION_MINOR,
                    RINGD_VERSION_PATCH);
             return 0;
-        default: usage(stderr); return EXIT_USAGE;
+        default:
+            usage(stderr);
+            return EXIT_USAGE;
         }
     }
     if (optind < argc || !config_path || (!host && !check_only)) {
@@ -179,8 +192,7 @@ int main(int argc, char **argv)
         log_info("ringd %d.%d.%d: host %s (%d of %zu) in cluster %s, %d local client(s), %d "
                  "rank(s) in all",
                  RINGD_VERSION_MAJOR, RINGD_VERSION_MINOR, RINGD_VERSION_PATCH, h->name, me + 1,
-                 d.config.n_hosts, d.config.cluster, h->local_clients,
-                 cfg_total_ranks(&d.config));
+                 d.config.n_hosts, d.config.cluster, h->local_clients, cfg_total_ranks(&d.config));
     }
     uv_run(d.loop, UV_RUN_DEFAULT);
     uv_loop_close(d.loop);

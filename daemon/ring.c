@@ -38,7 +38,7 @@
 #define TICK_MS 100 /* granularity of collective deadlines */
 
 typedef struct {
-    ring_job *job;        /* the running collective, or NULL */
+    ring_job *job; /* the running collective, or NULL */
     size_t esize;
     uint64_t base, extra; /* chunk c has base + (c < extra) elements */
     unsigned steps_left;  /* steps whose chunk has not fully arrived */
@@ -54,8 +54,8 @@ struct ring {
     links *links;
     ring_job *head, *tail; /* queue; the head is the active job when one runs */
     active cur;
-    uint64_t *recv_off;    /* per step: the next byte offset expected */
-    uint8_t *staging;      /* where reduce-scatter payloads land before reduction */
+    uint64_t *recv_off; /* per step: the next byte offset expected */
+    uint8_t *staging;   /* where reduce-scatter payloads land before reduction */
     size_t staging_cap;
     uv_timer_t tick;
     int advancing;
@@ -256,7 +256,8 @@ static void describe_wait(const ring *r, char *out, size_t len)
         const char *left = r->cfg->hosts[(r->me + r->n - 1) % r->n].name;
         const char *right = r->cfg->hosts[(r->me + 1) % r->n].name;
         link_state ls = links_state(r->links, LINK_LEFT), rs = links_state(r->links, LINK_RIGHT);
-        snprintf(out, len, "the ring is not formed: right link to %s (%s) is %s%s%s; left link "
+        snprintf(out, len,
+                 "the ring is not formed: right link to %s (%s) is %s%s%s; left link "
                  "from %s is %s%s%s",
                  right, r->cfg->hosts[(r->me + 1) % r->n].address, links_state_name(rs),
                  *links_last_error(r->links, LINK_RIGHT) ? ": " : "",
@@ -269,7 +270,8 @@ static void describe_wait(const ring *r, char *out, size_t len)
     while (g < 2 * (r->n - 1) && r->recv_off[g] == chunk_bytes(a, recv_chunk(r, g)))
         g++;
     if (g < 2 * (r->n - 1))
-        snprintf(out, len, "at step %d of %d, waiting for data from left neighbour %s "
+        snprintf(out, len,
+                 "at step %d of %d, waiting for data from left neighbour %s "
                  "(has every rank submitted this collective?)",
                  g + 1, 2 * (r->n - 1), r->cfg->hosts[(r->me + r->n - 1) % r->n].name);
     else
@@ -316,9 +318,9 @@ static void on_down(void *data, link_side side, const char *why)
     active *a = &r->cur;
     if (a->job && a->steps_left > 0) {
         int peer = side == LINK_LEFT ? (r->me + r->n - 1) % r->n : (r->me + 1) % r->n;
-        fail(r, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s",
-             a->job->label, a->job->seq, side == LINK_LEFT ? "left" : "right",
-             r->cfg->hosts[peer].name, r->cfg->hosts[peer].address, why);
+        fail(r, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s", a->job->label,
+             a->job->seq, side == LINK_LEFT ? "left" : "right", r->cfg->hosts[peer].name,
+             r->cfg->hosts[peer].address, why);
     }
     advance(r);
 }
@@ -354,7 +356,8 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
         fail(r, RINGD_EMISMATCH,
              "%s #%" PRIu64 " differs between hosts: left neighbour %s has %" PRIu64 " x %s %s, "
              "host %s has %" PRIu64 " x %s %s",
-             j->label, j->seq, left, d->count, ringd_dtype_name(d->dtype) ? ringd_dtype_name(d->dtype) : "?",
+             j->label, j->seq, left, d->count,
+             ringd_dtype_name(d->dtype) ? ringd_dtype_name(d->dtype) : "?",
              ringd_op_name(d->op) ? ringd_op_name(d->op) : "?", r->cfg->hosts[r->me].name, j->count,
              ringd_dtype_name(j->dtype), ringd_op_name(j->op));
         snprintf(why, whylen, "collective mismatch");

@@ -29,9 +29,9 @@ struct ring_job {
     uint64_t count;
     ringd_dtype dtype;
     ringd_op op;
-    int ranks;            /* divisor of MEAN: the total number of ranks */
-    uint64_t deadline;    /* uv_now() milliseconds after which the job fails */
-    const char *label;    /* how messages name it, e.g. "allreduce \"fc1\"" */
+    int ranks;         /* divisor of MEAN: the total number of ranks */
+    uint64_t deadline; /* uv_now() milliseconds after which the job fails */
+    const char *label; /* how messages name it, e.g. "allreduce \"fc1\"" */
     ring_done_cb done;
     void *data;
 
@@ -42,7 +42,7 @@ struct ring_job {
 
 typedef struct {
     uint64_t done, failed;
-    uint64_t seq;          /* sequence number of the next collective */
+    uint64_t seq; /* sequence number of the next collective */
     char last_error[RING_MAX_MESSAGE];
 } ring_stats;
 
