@@ -56,7 +56,8 @@ extern "C" {
     X(ERANGE, -13, "buffer outside shared memory region")                                          \
     X(ETOOBIG, -14, "buffer too large")                                                            \
     X(EIO, -15, "I/O error")                                                                       \
-    X(ESHUTDOWN, -16, "daemon is shutting down")
+    X(ESHUTDOWN, -16, "daemon is shutting down")                                                   \
+    X(EINPROGRESS, -17, "request still in progress")
 
 typedef enum {
 #define RINGD_ERR_ENUM(name, value, desc) RINGD_##name = value,
@@ -81,7 +82,12 @@ typedef enum {
 
 /* Reduction operators. Values are on the wire: never renumber.
  *   SUM   x_0 + x_1 + ... + x_{n-1}. Integers wrap around (two's complement).
- *   MEAN  SUM divided by ringd_size(); float types only (RINGD_EINVAL otherwise).
+ *   MEAN  SUM divided by ringd_size(): the equal-weight mean; float types only
+ *         (RINGD_EINVAL otherwise).
+ *   WMEAN the weighted mean (w_0 x_0 + ... + w_{n-1} x_{n-1}) / (w_0 + ... +
+ *         w_{n-1}), each rank giving its own weight w_i >= 0 (say, its batch
+ *         size) in ringd_collective.weight; float types only, and the weights
+ *         must not all be 0. With equal weights it is MEAN up to rounding.
  *   MIN, MAX  elementwise; a NaN in any input gives NaN.
  *   PROD  x_0 * x_1 * ... * x_{n-1}. Integers wrap around.
  * Floats are reduced in an order fixed by the ring (each element always in the
@@ -92,6 +98,7 @@ typedef enum {
     RINGD_MIN = 2,
     RINGD_MAX = 3,
     RINGD_PROD = 4,
+    RINGD_WMEAN = 5,
     RINGD_OP_COUNT
 } ringd_op;
 
@@ -129,6 +136,83 @@ int ringd_local_size(const ringd_client *c);
  * different collective), RINGD_ECLOSED (daemon went away), ... On error the
  * contents of buf are unspecified. count 0 is a valid no-op collective. */
 int ringd_allreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, ringd_op op);
+
+/* Kinds of collective. Values are on the wire: never renumber. */
+typedef enum {
+    RINGD_COLL_ALLREDUCE = 1,      /* every rank gets the reduction of all buffers */
+    RINGD_COLL_BROADCAST = 2,      /* every rank gets the root rank's buffer */
+    RINGD_COLL_ALLGATHER = 3,      /* every rank gets all ranks' buffers, in rank order */
+    RINGD_COLL_REDUCE_SCATTER = 4, /* rank i gets block i of the reduction */
+    RINGD_COLL_BARRIER = 5,        /* returns once every rank has entered it */
+} ringd_coll;
+
+/* One collective, described for ringd_submit(). Zero-initialise it and set
+ * what the kind needs:
+ *   ALLREDUCE       buf (count elements, in place), dtype, op (+ weight for WMEAN)
+ *   BROADCAST       buf (count elements, in place; read on root, written elsewhere), root
+ *   ALLGATHER       input (count elements of this rank), buf (size x count elements:
+ *                   rank i's block at buf + i x count); input NULL means this rank's
+ *                   block is already in place in buf
+ *   REDUCE_SCATTER  input (size x count elements), buf (count elements: the
+ *                   reduction of block `rank` of every rank's input), op;
+ *                   input NULL means it is buf itself, holding size x count
+ *                   elements, and the result lands in its first count elements
+ *   BARRIER         nothing
+ * Every rank must submit the same sequence of collectives with the same kind,
+ * count, dtype, op and root; a difference fails that collective on every rank
+ * with RINGD_EMISMATCH and a message naming what differs and where. */
+typedef struct {
+    ringd_coll kind;
+    void *buf;
+    const void *input;
+    size_t count;
+    ringd_dtype dtype;
+    ringd_op op;
+    int root;            /* BROADCAST: the rank whose buffer everybody gets */
+    double weight;       /* WMEAN: this rank's weight */
+    const char *name;    /* optional, up to 64 bytes; errors name the collective by it */
+    uint32_t timeout_ms; /* 0: the daemon's collective_timeout */
+} ringd_collective;
+
+typedef struct ringd_request ringd_request;
+
+/* Submits a collective without waiting for it; *req is completed by
+ * ringd_wait() or ringd_test(). Many requests may be in flight on one client;
+ * they complete in submission order. The buffers must stay valid and must not
+ * be touched until the request completes. Returns 0, or an error without
+ * creating a request (invalid description, daemon gone, ...). */
+int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **req);
+
+/* Waits up to timeout_ms (< 0: as long as it takes; the daemon's deadline
+ * still bounds it) for req. Returns 0 when it succeeded and the results are
+ * in place, a negative RINGD_E* code when it failed (message in
+ * ringd_last_error()); in both cases req is freed. Returns RINGD_EINPROGRESS
+ * if the time ran out first: req stays valid. Completing a request also
+ * completes every request submitted before it on the same client. */
+int ringd_wait(ringd_request *req, int timeout_ms);
+
+/* ringd_wait(req, 0): never blocks. */
+int ringd_test(ringd_request *req);
+
+/* Blocking forms: ringd_submit() then ringd_wait(req, -1). */
+int ringd_run(ringd_client *c, const ringd_collective *coll);
+int ringd_broadcast(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, int root);
+int ringd_allgather(ringd_client *c, const void *input, void *buf, size_t count,
+                    ringd_dtype dtype);
+int ringd_reduce_scatter(ringd_client *c, const void *input, void *buf, size_t count,
+                         ringd_dtype dtype, ringd_op op);
+int ringd_barrier(ringd_client *c);
+
+/* Non-blocking forms of the above, and of ringd_allreduce(). */
+int ringd_iallreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, ringd_op op,
+                     ringd_request **req);
+int ringd_ibroadcast(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, int root,
+                     ringd_request **req);
+int ringd_iallgather(ringd_client *c, const void *input, void *buf, size_t count,
+                     ringd_dtype dtype, ringd_request **req);
+int ringd_ireduce_scatter(ringd_client *c, const void *input, void *buf, size_t count,
+                          ringd_dtype dtype, ringd_op op, ringd_request **req);
+int ringd_ibarrier(ringd_client *c, ringd_request **req);
 
 /* Allocates bytes of memory shared with the daemon, which reads and writes it
  * in place. Aligned to 64 bytes, zero-filled. Returns NULL on failure (see
