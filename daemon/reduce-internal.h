@@ -26,6 +26,7 @@ int reduce_f16_available(reduce_f16_impl impl);
  * implementation, which must be available; op must pass reduce_check(). */
 void reduce_f16_apply(reduce_f16_impl impl, ringd_op op, uint16_t *dst, const uint16_t *src,
                       size_t count);
-void reduce_f16_finish(reduce_f16_impl impl, ringd_op op, uint16_t *buf, size_t count, int ranks);
+void reduce_f16_finish(reduce_f16_impl impl, ringd_op op, uint16_t *buf, size_t count,
+                       double divisor);
 
 #endif /* RINGD_REDUCE_INTERNAL_H */

@@ -30,7 +30,8 @@
  *     exactly like VCVTPS2PH and VCVTPH2PS, NaN payloads included.
  *   - IEEE semantics are required (no -ffast-math), and the default rounding
  *     mode (to nearest) is assumed, as in any float code.
- *   - MEAN reduces as SUM; reduce_finish() divides by the number of ranks in
+ *   - MEAN and WMEAN reduce as SUM; reduce_finish() divides by the number of
+ *     ranks (MEAN) or the sum of the weights (WMEAN) in
  *     the element's own precision (float32 for the half types, rounded once).
  */
 #include "reduce.h"
@@ -61,8 +62,8 @@
 
 /* dst[i] = dst[i] (op) src[i] for i < count. */
 typedef void kernel_fn(void *restrict dst, const void *restrict src, size_t count);
-/* buf[i] = buf[i] / ranks for i < count. */
-typedef void finish_fn(void *restrict buf, size_t count, int ranks);
+/* buf[i] = buf[i] / divisor for i < count. */
+typedef void finish_fn(void *restrict buf, size_t count, double divisor);
 
 /* ---- Conversions ------------------------------------------------------- */
 
@@ -220,10 +221,10 @@ uint16_t reduce_float_to_bf16(float f)
     }
 
 #define FINISH(name, T)                                                                            \
-    static void name(void *restrict buf_, size_t count, int ranks)                                 \
+    static void name(void *restrict buf_, size_t count, double divisor)                                 \
     {                                                                                              \
         T *restrict p = buf_;                                                                      \
-        const T k = (T)ranks;                                                                      \
+        const T k = (T)divisor;                                                                      \
         const size_t w = BLOCK_BYTES / sizeof(T);                                                  \
                                                                                                    \
         for (; count >= w; count -= w, p += w)                                                     \
@@ -311,10 +312,10 @@ static inline uint32_t high_half(uint32_t w)
     }
 
 #define HALF_FINISH(name, LOAD, STORE)                                                             \
-    static void name(void *restrict buf_, size_t count, int ranks)                                 \
+    static void name(void *restrict buf_, size_t count, double divisor)                                 \
     {                                                                                              \
         uint16_t *restrict p = buf_;                                                               \
-        const float k = (float)ranks;                                                              \
+        const float k = (float)divisor;                                                              \
         const size_t w = BLOCK_BYTES / sizeof *p;                                                  \
                                                                                                    \
         for (; count >= w; count -= w, p += w)                                                     \
@@ -397,10 +398,10 @@ F16C_KERNEL(f16c_prod, V_MUL)
 F16C_KERNEL(f16c_min, V_MIN)
 F16C_KERNEL(f16c_max, V_MAX)
 
-F16C_TARGET static void f16c_div(void *restrict buf_, size_t count, int ranks)
+F16C_TARGET static void f16c_div(void *restrict buf_, size_t count, double divisor)
 {
     uint16_t *restrict p = buf_;
-    const __m256 k = _mm256_set1_ps((float)ranks);
+    const __m256 k = _mm256_set1_ps((float)divisor);
 
     for (; count >= 8; count -= 8, p += 8)
         store8(p, _mm256_div_ps(load8(p), k));
@@ -415,7 +416,7 @@ F16C_TARGET static void f16c_div(void *restrict buf_, size_t count, int ranks)
 
 /* ---- Dispatch ---------------------------------------------------------- */
 
-/* MEAN reduces as SUM. A NULL entry is an op that does not apply to the dtype.
+/* MEAN and WMEAN reduce as SUM. A NULL entry is an op that does not apply to the dtype.
  * float16 is looked up in f16_kernels instead, by implementation. */
 static kernel_fn *const kernels[RINGD_DTYPE_COUNT][RINGD_OP_COUNT] = {
     [RINGD_INT8] =
@@ -432,16 +433,19 @@ static kernel_fn *const kernels[RINGD_DTYPE_COUNT][RINGD_OP_COUNT] = {
                      [RINGD_PROD] = u64_prod},
     [RINGD_BFLOAT16] = {[RINGD_SUM] = bf16_sum,
                         [RINGD_MEAN] = bf16_sum,
+                       [RINGD_WMEAN] = bf16_sum,
                         [RINGD_MIN] = bf16_min,
                         [RINGD_MAX] = bf16_max,
                         [RINGD_PROD] = bf16_prod},
     [RINGD_FLOAT32] = {[RINGD_SUM] = f32_sum,
                        [RINGD_MEAN] = f32_sum,
+                       [RINGD_WMEAN] = f32_sum,
                        [RINGD_MIN] = f32_min,
                        [RINGD_MAX] = f32_max,
                        [RINGD_PROD] = f32_prod},
     [RINGD_FLOAT64] = {[RINGD_SUM] = f64_sum,
                        [RINGD_MEAN] = f64_sum,
+                       [RINGD_WMEAN] = f64_sum,
                        [RINGD_MIN] = f64_min,
                        [RINGD_MAX] = f64_max,
                        [RINGD_PROD] = f64_prod},
@@ -456,12 +460,14 @@ static finish_fn *const finishers[RINGD_DTYPE_COUNT] = {
 static kernel_fn *const f16_kernels[2][RINGD_OP_COUNT] = {
     [REDUCE_F16_PORTABLE] = {[RINGD_SUM] = f16_sum,
                              [RINGD_MEAN] = f16_sum,
+                             [RINGD_WMEAN] = f16_sum,
                              [RINGD_MIN] = f16_min,
                              [RINGD_MAX] = f16_max,
                              [RINGD_PROD] = f16_prod},
 #if defined(__x86_64__)
     [REDUCE_F16_F16C] = {[RINGD_SUM] = f16c_sum,
                          [RINGD_MEAN] = f16c_sum,
+                         [RINGD_WMEAN] = f16c_sum,
                          [RINGD_MIN] = f16c_min,
                          [RINGD_MAX] = f16c_max,
                          [RINGD_PROD] = f16c_prod},
@@ -525,15 +531,47 @@ void reduce_apply(ringd_dtype dtype, ringd_op op, void *dst, const void *src, si
     if (kernel) kernel(dst, src, count);
 }
 
-void reduce_finish(ringd_dtype dtype, ringd_op op, void *buf, size_t count, int ranks)
+void reduce_finish(ringd_dtype dtype, ringd_op op, void *buf, size_t count, double divisor)
 {
     assert(reduce_check(dtype, op) == 0);
-    assert(ranks > 0);
-    if (op != RINGD_MEAN || reduce_check(dtype, op) != 0 || ranks <= 0) return;
+    if ((op != RINGD_MEAN && op != RINGD_WMEAN) || reduce_check(dtype, op) != 0) return;
     if (dtype == RINGD_FLOAT16)
-        f16_finishers[f16_best](buf, count, ranks);
+        f16_finishers[f16_best](buf, count, divisor);
     else
-        finishers[dtype](buf, count, ranks);
+        finishers[dtype](buf, count, divisor);
+}
+
+void reduce_scale(ringd_dtype dtype, void *buf, size_t count, double factor)
+{
+    /* Only the local step of a weighted mean with several processes per host
+     * scales, so plain loops are enough. Half types round once, as ever. */
+    switch (dtype) {
+    case RINGD_FLOAT32: {
+        float *p = buf, k = (float)factor;
+        for (size_t i = 0; i < count; i++)
+            p[i] *= k;
+        break;
+    }
+    case RINGD_FLOAT64: {
+        double *p = buf;
+        for (size_t i = 0; i < count; i++)
+            p[i] *= factor;
+        break;
+    }
+    case RINGD_FLOAT16: {
+        uint16_t *p = buf;
+        for (size_t i = 0; i < count; i++)
+            p[i] = (uint16_t)half_store(half_to_float(p[i]) * (float)factor);
+        break;
+    }
+    case RINGD_BFLOAT16: {
+        uint16_t *p = buf;
+        for (size_t i = 0; i < count; i++)
+            p[i] = (uint16_t)bf16_store(bf16_to_float(p[i]) * (float)factor);
+        break;
+    }
+    default: assert(!"reduce_scale on an integer type"); break;
+    }
 }
 
 int reduce_f16_available(reduce_f16_impl impl)
@@ -559,10 +597,9 @@ void reduce_f16_apply(reduce_f16_impl impl, ringd_op op, uint16_t *dst, const ui
     f16_kernels[impl][op](dst, src, count);
 }
 
-void reduce_f16_finish(reduce_f16_impl impl, ringd_op op, uint16_t *buf, size_t count, int ranks)
+void reduce_f16_finish(reduce_f16_impl impl, ringd_op op, uint16_t *buf, size_t count, double divisor)
 {
     assert(reduce_f16_available(impl));
     assert(reduce_check(RINGD_FLOAT16, op) == 0);
-    assert(ranks > 0);
-    if (op == RINGD_MEAN) f16_finishers[impl](buf, count, ranks);
+    if (op == RINGD_MEAN || op == RINGD_WMEAN) f16_finishers[impl](buf, count, divisor);
 }

@@ -18,13 +18,19 @@
  * unknown values). */
 int reduce_check(ringd_dtype dtype, ringd_op op);
 
-/* dst[i] = dst[i] (op) src[i] for i < count. MEAN reduces as SUM; its division
- * is reduce_finish()'s. dst and src must not overlap. */
+/* dst[i] = dst[i] (op) src[i] for i < count. MEAN and WMEAN reduce as SUM;
+ * their division is reduce_finish()'s. dst and src must not overlap. */
 void reduce_apply(ringd_dtype dtype, ringd_op op, void *dst, const void *src, size_t count);
 
-/* Completes op on a fully reduced buffer: for MEAN, divides every element by
- * ranks (in float32 for half types, rounded once); for other ops, nothing. */
-void reduce_finish(ringd_dtype dtype, ringd_op op, void *buf, size_t count, int ranks);
+/* Completes op on a fully reduced buffer: for MEAN (divisor: the number of
+ * ranks) and WMEAN (divisor: the sum of the weights), divides every element
+ * by divisor, in float32 for float32 and half types (rounded once), in
+ * float64 for float64; for other ops, nothing. */
+void reduce_finish(ringd_dtype dtype, ringd_op op, void *buf, size_t count, double divisor);
+
+/* buf[i] = buf[i] * factor, for a float dtype (the local weighting of
+ * WMEAN); rounding as in reduce_finish(). */
+void reduce_scale(ringd_dtype dtype, void *buf, size_t count, double factor);
 
 /* Converters used by the kernels and the tests. */
 float reduce_half_to_float(uint16_t h);

@@ -118,6 +118,14 @@ static inline void wr_u64(bytes_writer *w, uint64_t v)
 }
 
 /* int32_t is two's complement by definition, so the bits carry over as is. */
+/* IEEE binary64, sent as the big-endian bytes of its bit pattern. */
+static inline void wr_f64(bytes_writer *w, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    wr_u64(w, u);
+}
+
 static inline void wr_i32(bytes_writer *w, int32_t v)
 {
     uint32_t u;
@@ -179,6 +187,14 @@ static inline uint64_t rd_u64(bytes_reader *r)
 {
     const uint8_t *p = rd_take(r, 8);
     return p ? get_u64(p) : 0;
+}
+
+static inline double rd_f64(bytes_reader *r)
+{
+    uint64_t u = rd_u64(r);
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
 }
 
 static inline int32_t rd_i32(bytes_reader *r)

@@ -166,6 +166,11 @@ int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
     wr_u32(&w, d->length);
     wr_u64(&w, d->count);
     wr_u64(&w, d->offset);
+    wr_u8(&w, d->kind);
+    wr_u8(&w, 0); /* reserved */
+    wr_u16(&w, 0);
+    wr_u32(&w, d->root);
+    wr_f64(&w, d->wsum);
     /* The header counts the payload that the caller sends after these bytes. */
     return finish(&w, FRAME_DATA, 0, FRAME_DATA_HEADER_SIZE + d->length);
 }
@@ -231,6 +236,10 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
     out->length = rd_u32(&r);
     out->count = rd_u64(&r);
     out->offset = rd_u64(&r);
+    out->kind = rd_u8(&r);
+    if (rd_u8(&r) != 0 || rd_u16(&r) != 0) r.bad = 1; /* reserved */
+    out->root = rd_u32(&r);
+    out->wsum = rd_f64(&r);
     if (!rd_done(&r) || out->length != hdr->length - FRAME_DATA_HEADER_SIZE)
         return FRAME_EMALFORMED;
     return FRAME_OK;

@@ -18,7 +18,7 @@
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
 #define FRAME_VERSION 1
 #define FRAME_HEADER_SIZE 12
-#define FRAME_DATA_HEADER_SIZE 40             /* DATA body before the payload */
+#define FRAME_DATA_HEADER_SIZE 56             /* DATA body before the payload */
 #define FRAME_MAX_PAYLOAD (16u << 20)          /* largest DATA payload */
 #define FRAME_MAX_BODY (FRAME_DATA_HEADER_SIZE + FRAME_MAX_PAYLOAD)
 #define FRAME_MAX_NAME 64                      /* cluster names, host names */
@@ -69,6 +69,9 @@ typedef struct {
     uint32_t length;  /* payload bytes */
     uint64_t count;   /* elements in the whole collective buffer */
     uint64_t offset;  /* byte offset of the payload within its chunk */
+    uint8_t kind;     /* ringd_coll of the collective */
+    uint32_t root;    /* BROADCAST: the root rank; else 0 */
+    double wsum;      /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */
 } frame_data;
 
 typedef struct {

@@ -229,6 +229,8 @@ int msg_encode_collective(uint8_t *buf, size_t cap, const msg_collective *m)
     wr_u32(&w, m->region);
     wr_u64(&w, m->offset);
     wr_u64(&w, m->count);
+    wr_i32(&w, m->root);
+    wr_f64(&w, m->weight);
     wr_u32(&w, m->timeout_ms);
     wr_str(&w, m->name, MSG_MAX_NAME);
     return finish(&w, MSG_COLLECTIVE);
@@ -248,6 +250,8 @@ int msg_decode_collective(const msg_header *h, const uint8_t *body, msg_collecti
     out->region = rd_u32(&r);
     out->offset = rd_u64(&r);
     out->count = rd_u64(&r);
+    out->root = rd_i32(&r);
+    out->weight = rd_f64(&r);
     out->timeout_ms = rd_u32(&r);
     rd_str(&r, out->name, MSG_MAX_NAME);
     return done(&r);

@@ -41,6 +41,10 @@ typedef enum {
 /* Kinds of collective. Values are on the wire. */
 typedef enum {
     MSG_COLL_ALLREDUCE = 1,
+    MSG_COLL_BROADCAST = 2,
+    MSG_COLL_ALLGATHER = 3,
+    MSG_COLL_REDUCE_SCATTER = 4,
+    MSG_COLL_BARRIER = 5,
 } msg_coll_kind;
 
 /* HELLO flags. */
@@ -90,7 +94,10 @@ typedef struct {
     uint8_t op;       /* ringd_op */
     uint32_t region;
     uint64_t offset;  /* byte offset of the buffer in the region */
-    uint64_t count;   /* elements */
+    uint64_t count;   /* elements; per rank for ALLGATHER and REDUCE_SCATTER, whose
+                         buffers hold size x count */
+    int32_t root;     /* BROADCAST: root rank */
+    double weight;    /* WMEAN: this rank's weight */
     uint32_t timeout_ms; /* 0: the daemon's default */
     char name[MSG_MAX_NAME + 1]; /* optional, "" if none; used in errors */
 } msg_collective;

@@ -48,7 +48,7 @@ static const struct {
 
 static const char *const ops[RINGD_OP_COUNT] = {
     [RINGD_SUM] = "sum", [RINGD_MEAN] = "mean", [RINGD_MIN] = "min",
-    [RINGD_MAX] = "max", [RINGD_PROD] = "prod",
+    [RINGD_MAX] = "max", [RINGD_PROD] = "prod", [RINGD_WMEAN] = "wmean",
 };
 
 /* Spellings users bring from numpy, PyTorch and C. */

@@ -30,7 +30,7 @@ static const ringd_op all_ops[] = {RINGD_SUM, RINGD_MEAN, RINGD_MIN, RINGD_MAX, 
 
 static const char *const dtype_names[] = {"int8",    "uint8",    "int32",   "int64",
                                           "float16", "bfloat16", "float32", "float64"};
-static const char *const op_names[] = {"sum", "mean", "min", "max", "prod"};
+static const char *const op_names[] = {"sum", "mean", "min", "max", "prod", "wmean"};
 
 static size_t elem_size(ringd_dtype dtype)
 {
@@ -510,12 +510,41 @@ Test(reduce, check_accepts_every_op_on_float_types)
             cr_expect_eq(reduce_check(t, op), 0, "%s %s", dtype_names[t], op_names[op]);
 }
 
-Test(reduce, check_accepts_every_op_but_mean_on_integer_types)
+Test(reduce, check_accepts_every_op_but_the_means_on_integer_types)
 {
     for (ringd_dtype t = RINGD_INT8; t <= RINGD_INT64; t++)
         for (ringd_op op = RINGD_SUM; op < RINGD_OP_COUNT; op++)
-            cr_expect_eq(reduce_check(t, op), op == RINGD_MEAN ? RINGD_EINVAL : 0, "%s %s",
+            cr_expect_eq(reduce_check(t, op),
+                         op == RINGD_MEAN || op == RINGD_WMEAN ? RINGD_EINVAL : 0, "%s %s",
                          dtype_names[t], op_names[op]);
+}
+
+Test(reduce, wmean_reduces_as_sum_then_divides_by_the_weight_sum)
+{
+    float a[3] = {1.0f, 2.0f, -3.0f}, b[3] = {3.0f, 6.0f, 1.0f};
+    double c[2] = {1.0, 10.0}, d[2] = {3.0, 2.0};
+    reduce_apply(RINGD_FLOAT32, RINGD_WMEAN, a, b, 3);
+    reduce_finish(RINGD_FLOAT32, RINGD_WMEAN, a, 3, 0.5);
+    cr_expect(a[0] == 8.0f && a[1] == 16.0f && a[2] == -4.0f, "%g %g %g", a[0], a[1], a[2]);
+    reduce_apply(RINGD_FLOAT64, RINGD_WMEAN, c, d, 2);
+    reduce_finish(RINGD_FLOAT64, RINGD_WMEAN, c, 2, 4.0);
+    cr_expect(c[0] == 1.0 && c[1] == 3.0);
+}
+
+Test(reduce, scale_multiplies_each_float_type_by_the_factor)
+{
+    float f[2] = {1.5f, -2.0f};
+    double g[2] = {1.5, -2.0};
+    uint16_t h[2] = {reduce_float_to_half(1.5f), reduce_float_to_half(-2.0f)};
+    uint16_t bf[2] = {reduce_float_to_bf16(1.5f), reduce_float_to_bf16(-2.0f)};
+    reduce_scale(RINGD_FLOAT32, f, 2, 4.0);
+    reduce_scale(RINGD_FLOAT64, g, 2, 4.0);
+    reduce_scale(RINGD_FLOAT16, h, 2, 4.0);
+    reduce_scale(RINGD_BFLOAT16, bf, 2, 4.0);
+    cr_expect(f[0] == 6.0f && f[1] == -8.0f);
+    cr_expect(g[0] == 6.0 && g[1] == -8.0);
+    cr_expect(reduce_half_to_float(h[0]) == 6.0f && reduce_half_to_float(h[1]) == -8.0f);
+    cr_expect(reduce_bf16_to_float(bf[0]) == 6.0f && reduce_bf16_to_float(bf[1]) == -8.0f);
 }
 
 Test(reduce, check_rejects_unknown_dtypes_and_ops)
@@ -822,7 +851,7 @@ Test(reduce, finish_leaves_the_buffer_alone_for_other_ops)
         for (ringd_op op = RINGD_SUM; op < RINGD_OP_COUNT; op++) {
             _Alignas(8) char buf[64];
             _Alignas(8) char buf0[64];
-            if (op == RINGD_MEAN) continue;
+            if (op == RINGD_MEAN || op == RINGD_WMEAN) continue;
             fill_random(t, buf0, sizeof buf0 / elem_size(t));
             memcpy(buf, buf0, sizeof buf);
             reduce_finish(t, op, buf, sizeof buf / elem_size(t), 7);

@@ -117,6 +117,9 @@ static any_frame sample(int type)
         f.data.length = FRAME_MAX_PAYLOAD;
         f.data.count = 0x8000000000000001u;
         f.data.offset = 0x0123456789abcdefu;
+        f.data.kind = 5;
+        f.data.root = 0xfffffffeu;
+        f.data.wsum = 1e300;
         break;
     case FRAME_ABORT:
         f.abort.seq = UINT64_MAX;
@@ -198,6 +201,9 @@ Test(frame, data_round_trips_every_field)
     cr_assert_eq(out.data.dtype, in.data.dtype);
     cr_assert_eq(out.data.op, in.data.op);
     cr_assert_eq(out.data.chunk, in.data.chunk);
+    cr_assert_eq(out.data.kind, in.data.kind);
+    cr_assert_eq(out.data.root, in.data.root);
+    cr_assert_eq(out.data.wsum, in.data.wsum);
     cr_assert_eq(out.data.length, in.data.length);
     cr_assert_eq(out.data.count, in.data.count);
     cr_assert_eq(out.data.offset, in.data.offset);
@@ -264,10 +270,13 @@ Test(frame, data_has_the_documented_byte_layout)
                      .chunk = 0x11121314u,
                      .length = 0x100,
                      .count = 0x2122232425262728u,
-                     .offset = 0x3132333435363738u};
+                     .offset = 0x3132333435363738u,
+                     .kind = 2,
+                     .root = 0x41424344u,
+                     .wsum = -2.0};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 1, FRAME_DATA, 0, 0, 0, 0, 0x01, 0x28, /* length 40 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 1, FRAME_DATA, 0, 0, 0, 0, 0x01, 0x38, /* length 56 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -275,6 +284,9 @@ Test(frame, data_has_the_documented_byte_layout)
         0, 0, 1, 0,                                                     /* length */
         0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,                 /* count */
         0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,                 /* offset */
+        2, 0, 0, 0,                                                     /* kind, reserved */
+        0x41, 0x42, 0x43, 0x44,                                         /* root */
+        0xc0, 0, 0, 0, 0, 0, 0, 0,                                      /* wsum: binary64 -2.0 */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];

@@ -152,6 +152,8 @@ static any_msg sample(int type)
         m.coll.region = 0x7ffffffeu;
         m.coll.offset = 0x1122334455667788u;
         m.coll.count = UINT64_MAX - 1;
+        m.coll.root = -7;
+        m.coll.weight = 1234.5;
         m.coll.timeout_ms = 0xffffffffu;
         fill(m.coll.name, MSG_MAX_NAME, 'c');
         break;
@@ -266,7 +268,7 @@ Test(msg, collective_round_trips_every_field)
 {
     any_msg in = sample(MSG_COLLECTIVE), out;
 
-    cr_assert_eq(round_trip(MSG_COLLECTIVE, &in, &out), MSG_HEADER_SIZE + 36 + 2 + MSG_MAX_NAME);
+    cr_assert_eq(round_trip(MSG_COLLECTIVE, &in, &out), MSG_HEADER_SIZE + 48 + 2 + MSG_MAX_NAME);
     cr_assert_eq(out.coll.id, in.coll.id);
     cr_assert_eq(out.coll.kind, in.coll.kind);
     cr_assert_eq(out.coll.dtype, in.coll.dtype);
@@ -274,6 +276,8 @@ Test(msg, collective_round_trips_every_field)
     cr_assert_eq(out.coll.region, in.coll.region);
     cr_assert_eq(out.coll.offset, in.coll.offset);
     cr_assert_eq(out.coll.count, in.coll.count);
+    cr_assert_eq(out.coll.root, in.coll.root);
+    cr_assert_eq(out.coll.weight, in.coll.weight);
     cr_assert_eq(out.coll.timeout_ms, in.coll.timeout_ms);
     cr_assert_str_eq(out.coll.name, in.coll.name);
 }
@@ -360,16 +364,20 @@ Test(msg, collective_has_the_documented_byte_layout)
                          .region = 0x11121314u,
                          .offset = 0x2122232425262728u,
                          .count = 0x3132333435363738u,
+                         .root = 0x51525354,
+                         .weight = 2.0,
                          .timeout_ms = 0x41424344u,
                          .name = "g"};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 1, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 39, /* header */
+        0x52, 0x47, 0x44, 0x43, 1, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 51, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                       /* id */
         1, 6, 1, 0,                                     /* kind, dtype, op, reserved */
         0x11, 0x12, 0x13, 0x14,                         /* region */
         0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, /* offset */
         0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, /* count */
+        0x51, 0x52, 0x53, 0x54,                         /* root */
+        0x40, 0, 0, 0, 0, 0, 0, 0,                      /* weight: binary64 2.0 */
         0x41, 0x42, 0x43, 0x44,                         /* timeout_ms */
         0, 1, 'g',                                      /* name */
     };

@@ -54,7 +54,7 @@ Test(types, zero_is_success)
 
 Test(types, unknown_codes_have_a_placeholder_never_null)
 {
-    static const int unknown[] = {1, 42, -17, -1000, -2147483647 - 1, 2147483647};
+    static const int unknown[] = {1, 42, -18, -1000, -2147483647 - 1, 2147483647};
 
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
         cr_assert_str_eq(ringd_strerror(unknown[i]), "unknown error");
@@ -88,7 +88,7 @@ Test(types, names_are_the_documented_ones)
 {
     static const char *const dtypes[] = {"int8",    "uint8",    "int32",   "int64",
                                          "float16", "bfloat16", "float32", "float64"};
-    static const char *const ops[] = {"sum", "mean", "min", "max", "prod"};
+    static const char *const ops[] = {"sum", "mean", "min", "max", "prod", "wmean"};
 
     cr_assert_eq(sizeof dtypes / sizeof *dtypes, RINGD_DTYPE_COUNT);
     cr_assert_eq(sizeof ops / sizeof *ops, RINGD_OP_COUNT);
