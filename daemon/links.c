@@ -211,6 +211,21 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload)
     return 0;
 }
 
+int links_send_abort(links *l, const frame_abort *a)
+{
+    if (!l->r || l->r_state != LINK_UP) return RINGD_ERING;
+    send_req *s = malloc(sizeof *s + CONTROL_CAP);
+    if (!s) return RINGD_ENOMEM;
+    frame_abort stamped = *a;
+    stamped.epoch = l->r->epoch;
+    int n = frame_encode_abort(s->buf, CONTROL_CAP, &stamped);
+    if (n < 0) {
+        free(s);
+        return RINGD_EINVAL;
+    }
+    return send_control(l->r, s, n, NULL) < 0 ? RINGD_ERING : 0;
+}
+
 /* ---- reading ---- */
 
 static void expect(conn *c, rd_state st, size_t need)
@@ -310,7 +325,8 @@ static void frame_piece_done(conn *c)
                  (l->r_state == LINK_UP && c->hdr.type == FRAME_PING);
             break;
         default:
-            ok = c->hdr.type == FRAME_DATA || c->hdr.type == FRAME_PING;
+            ok = c->hdr.type == FRAME_DATA || c->hdr.type == FRAME_ABORT ||
+                 c->hdr.type == FRAME_PING;
             break;
         }
         if (!ok) {
@@ -335,6 +351,16 @@ static void frame_piece_done(conn *c)
         case FRAME_WELCOME:
             handle_welcome(c);
             return;
+        case FRAME_ABORT: {
+            frame_abort a;
+            if (frame_decode_abort(&c->hdr, c->body, &a) < 0) {
+                conn_close(c, "malformed ABORT");
+                return;
+            }
+            expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+            if (a.epoch == c->epoch) l->cb.on_abort(l->data, &a);
+            return;
+        }
         case FRAME_DATA:
             rc = frame_decode_data(&c->hdr, c->body, &c->data);
             if (rc < 0) {

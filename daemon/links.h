@@ -46,6 +46,8 @@ typedef struct {
     /* A frame sent with links_send_data() left this process (or was
      * cancelled: status < 0); its payload buffer is free again. */
     void (*on_sent)(void *data, int status);
+    /* An ABORT arrived on the left link (already checked against its epoch). */
+    void (*on_abort)(void *data, const frame_abort *a);
 } links_callbacks;
 
 typedef struct links links;
@@ -73,6 +75,11 @@ void links_reset(links *l, const char *why);
  * Returns 0 or RINGD_ERING. DATA frames of another epoch than their link's
  * are dropped on receipt, never offered to the ring. */
 int links_send_data(links *l, const frame_data *d, const uint8_t *payload);
+
+/* Sends an ABORT on the right link, behind the frames already queued (so a
+ * neighbour sees a collective's data before its abort). Returns 0 or
+ * RINGD_ERING. */
+int links_send_abort(links *l, const frame_abort *a);
 
 /* Re-offers a paused DATA frame to on_data, from the loop (not from within
  * this call). */

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,9 @@ typedef struct coll {
     int running; /* handed to the ring */
     uint64_t deadline;
     char label[MSG_MAX_NAME + 32];
+    int work;             /* the local rank whose buffer the ring runs on */
+    uint8_t barrier_byte; /* a barrier's buffer */
+    char failure[MSG_MAX_TEXT];
     ring_job job;
     local *owner;
     struct coll *next;
@@ -317,53 +321,147 @@ static void coll_finish(local *l, coll *c, int status, const char *message)
     coll_free(l, c);
 }
 
+static const char *kind_name(int kind)
+{
+    static const char *const names[] = {"?",         "allreduce",      "broadcast",
+                                        "allgather", "reduce_scatter", "barrier"};
+    return kind >= 1 && kind <= 5 ? names[kind] : "?";
+}
+
+/* Elements of the buffer a collective works on: size x count for the kinds
+ * whose count is per rank. */
+static uint64_t buffer_elems(const local *l, const msg_collective *m)
+{
+    int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
+    return per_rank ? m->count * (uint64_t)l->ranks : m->count;
+}
+
 static void on_ring_done(ring_job *job, int status, const char *message)
 {
     coll *c = job->data;
     local *l = c->owner;
-    if (status == 0 && c->subs[0].m.count > 0) {
-        size_t bytes = c->subs[0].m.count * ringd_dtype_size(c->subs[0].m.dtype);
-        for (int i = 1; i < l->local_size; i++)
-            if (c->subs[i].buf) memcpy(c->subs[i].buf, c->subs[0].buf, bytes);
+    const msg_collective *m = &c->subs[c->work].m;
+    if (status == 0 && job->kind != RINGD_COLL_BARRIER && job->count > 0) {
+        /* Hand the result to the other local ranks: all of it, or for a
+         * reduce-scatter each rank's own block. */
+        size_t esize = ringd_dtype_size(m->dtype);
+        size_t bytes = buffer_elems(l, m) * esize;
+        int first = cfg_first_rank(l->cfg, (size_t)l->me);
+        for (int i = 0; i < l->local_size; i++) {
+            if (i == c->work || !c->subs[i].buf) continue;
+            if (job->kind == RINGD_COLL_REDUCE_SCATTER) {
+                size_t off = (size_t)(first + i) * m->count * esize;
+                memcpy(c->subs[i].buf + off, job->buf + off, m->count * esize);
+            } else {
+                memcpy(c->subs[i].buf, job->buf, bytes);
+            }
+        }
     }
     coll_finish(l, c, status, message);
 }
 
 static const char *describe(const msg_collective *m, char *buf, size_t len)
 {
-    snprintf(buf, len, "%" PRIu64 " x %s %s", m->count, ringd_dtype_name(m->dtype),
-             ringd_op_name(m->op));
+    const char *dn = ringd_dtype_name(m->dtype), *on = ringd_op_name(m->op);
+    if (m->kind == MSG_COLL_BARRIER)
+        snprintf(buf, len, "barrier");
+    else if (m->kind == MSG_COLL_BROADCAST)
+        snprintf(buf, len, "broadcast of %" PRIu64 " x %s from rank %d", m->count, dn ? dn : "?",
+                 m->root);
+    else
+        snprintf(buf, len, "%s of %" PRIu64 " x %s %s", kind_name(m->kind), m->count, dn ? dn : "?",
+                 on ? on : "?");
     return buf;
 }
 
-/* All local ranks have submitted c: check they agree, reduce locally, run. */
+static int same_collective(const msg_collective *a, const msg_collective *b)
+{
+    return a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
+           a->root == b->root;
+}
+
+/* Hands c to the ring already failed: it keeps its place in the sequence,
+ * and the ring tells every host why. */
+static void coll_fail(local *l, coll *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void coll_fail(local *l, coll *c, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->failure, sizeof c->failure, fmt, ap);
+    va_end(ap);
+    log_warn("%s", c->failure);
+    c->running = 1;
+    c->job = (ring_job){.kind = RINGD_COLL_BARRIER,
+                        .dtype = RINGD_UINT8,
+                        .op = RINGD_MAX,
+                        .deadline = c->deadline,
+                        .label = c->label,
+                        .done = on_ring_done,
+                        .data = c,
+                        .preset_status = status,
+                        .preset_message = c->failure};
+    ring_submit(l->ring, &c->job);
+}
+
+/* All local ranks have submitted c: check they agree, combine their
+ * buffers into one in local-rank order, and run it on the ring. */
 static void coll_run(local *l, coll *c)
 {
     const msg_collective *m0 = &c->subs[0].m;
+    int first = cfg_first_rank(l->cfg, (size_t)l->me);
     for (int i = 1; i < l->local_size; i++) {
         const msg_collective *mi = &c->subs[i].m;
-        if (mi->kind != m0->kind || mi->count != m0->count || mi->dtype != m0->dtype ||
-            mi->op != m0->op) {
-            char a[96], b[96], msg[MSG_MAX_TEXT];
-            snprintf(msg, sizeof msg,
-                     "%s #%" PRIu64 " differs between local ranks on host %s: local rank 0 has %s, "
-                     "local rank %d has %s",
-                     c->label, c->index, l->cfg->hosts[l->me].name, describe(m0, a, sizeof a), i,
-                     describe(mi, b, sizeof b));
-            log_warn("%s", msg);
-            coll_finish(l, c, RINGD_EMISMATCH, msg);
+        if (!same_collective(m0, mi)) {
+            char a[128], b[128];
+            coll_fail(l, c, RINGD_EMISMATCH,
+                      "%s #%" PRIu64 " differs between ranks on host %s: rank %d submitted a %s, "
+                      "rank %d a %s",
+                      c->label, c->index, l->cfg->hosts[l->me].name, first,
+                      describe(m0, a, sizeof a), first + i, describe(mi, b, sizeof b));
             return;
         }
     }
-    for (int i = 1; i < l->local_size && m0->count > 0; i++)
-        reduce_apply(m0->dtype, m0->op, c->subs[0].buf, c->subs[i].buf, m0->count);
+
+    size_t esize = ringd_dtype_size(m0->dtype);
+    uint64_t elems = buffer_elems(l, m0);
+    double weight = 0;
+    c->work = 0;
+    switch (m0->kind) {
+    case MSG_COLL_ALLREDUCE:
+    case MSG_COLL_REDUCE_SCATTER:
+        for (int i = 0; i < l->local_size && m0->op == RINGD_WMEAN; i++) {
+            weight += c->subs[i].m.weight;
+            if (elems > 0) reduce_scale(m0->dtype, c->subs[i].buf, elems, c->subs[i].m.weight);
+        }
+        for (int i = 1; i < l->local_size && elems > 0; i++)
+            reduce_apply(m0->dtype, m0->op, c->subs[0].buf, c->subs[i].buf, elems);
+        break;
+    case MSG_COLL_ALLGATHER:
+        for (int i = 1; i < l->local_size && elems > 0; i++) {
+            size_t off = (size_t)(first + i) * m0->count * esize;
+            memcpy(c->subs[0].buf + off, c->subs[i].buf + off, m0->count * esize);
+        }
+        break;
+    case MSG_COLL_BROADCAST:
+        if (m0->root >= first && m0->root < first + l->local_size) c->work = m0->root - first;
+        break;
+    default:
+        break;
+    }
 
     c->running = 1;
-    c->job = (ring_job){.buf = c->subs[0].buf,
-                        .count = m0->count,
-                        .dtype = m0->dtype,
-                        .op = m0->op,
+    int barrier = m0->kind == MSG_COLL_BARRIER;
+    c->job = (ring_job){.kind = (ringd_coll)m0->kind,
+                        .buf = barrier ? &c->barrier_byte : c->subs[c->work].buf,
+                        .count = barrier ? 1 : elems,
+                        .per_rank = m0->count,
+                        .dtype = barrier ? RINGD_UINT8 : m0->dtype,
+                        .op = barrier ? RINGD_MAX : m0->op,
+                        .root = m0->root,
                         .ranks = l->ranks,
+                        .weight = weight,
                         .deadline = c->deadline,
                         .label = c->label,
                         .done = on_ring_done,
@@ -371,52 +469,93 @@ static void coll_run(local *l, coll *c)
     ring_submit(l->ring, &c->job);
 }
 
-static void do_collective(session *s, const msg_collective *m)
+/* Checks a submission; 0, or a reply has said what is wrong. Normalises the
+ * fields a kind does not use, so that ranks agree on them. */
+static int check_collective(session *s, msg_collective *m, region **reg_out)
 {
     local *l = s->owner;
-    char d[96];
+    const char *kn = kind_name(m->kind);
     if (s->observer) {
         replyf(s, m->id, RINGD_EINVAL, "this session is an observer and joins no collective");
-        return;
+        return -1;
     }
-    if (m->kind != MSG_COLL_ALLREDUCE) {
+    if (m->kind < MSG_COLL_ALLREDUCE || m->kind > MSG_COLL_BARRIER) {
         replyf(s, m->id, RINGD_EINVAL, "unknown collective kind %u", m->kind);
-        return;
+        return -1;
     }
-    if (m->dtype >= RINGD_DTYPE_COUNT || m->op >= RINGD_OP_COUNT ||
-        reduce_check(m->dtype, m->op) < 0) {
-        replyf(s, m->id, RINGD_EINVAL, "allreduce: op %s does not apply to dtype %s",
-               ringd_op_name(m->op) ? ringd_op_name(m->op) : "?",
-               ringd_dtype_name(m->dtype) ? ringd_dtype_name(m->dtype) : "?");
-        return;
+    if (m->kind == MSG_COLL_BARRIER) {
+        m->count = 0;
+        m->dtype = RINGD_UINT8;
     }
+    if (m->dtype >= RINGD_DTYPE_COUNT) {
+        replyf(s, m->id, RINGD_EINVAL, "%s: unknown dtype %u", kn, m->dtype);
+        return -1;
+    }
+    if (m->kind == MSG_COLL_ALLREDUCE || m->kind == MSG_COLL_REDUCE_SCATTER) {
+        if (m->op >= RINGD_OP_COUNT || reduce_check(m->dtype, m->op) < 0) {
+            replyf(s, m->id, RINGD_EINVAL, "%s: op %s does not apply to dtype %s", kn,
+                   ringd_op_name(m->op) ? ringd_op_name(m->op) : "?", ringd_dtype_name(m->dtype));
+            return -1;
+        }
+        if (m->op == RINGD_WMEAN && !(m->weight >= 0 && isfinite(m->weight))) {
+            replyf(s, m->id, RINGD_EINVAL, "%s: wmean needs a weight >= 0, got %g", kn, m->weight);
+            return -1;
+        }
+    } else {
+        m->op = 0;
+    }
+    if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= l->ranks)) {
+        replyf(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)", m->root,
+               l->ranks - 1);
+        return -1;
+    }
+    if (m->kind != MSG_COLL_BROADCAST) m->root = 0;
+    if (m->op != RINGD_WMEAN) m->weight = 0;
+
     size_t esize = ringd_dtype_size(m->dtype);
-    if (m->count > l->cfg->max_buffer_bytes / esize) {
+    uint64_t limit = l->cfg->max_buffer_bytes / esize;
+    int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
+    if (m->count > limit || (per_rank && m->count > limit / (uint64_t)l->ranks)) {
         replyf(s, m->id, RINGD_ETOOBIG,
-               "allreduce of %" PRIu64 " x %s is over max_buffer (%" PRIu64 " bytes)", m->count,
-               ringd_dtype_name(m->dtype), l->cfg->max_buffer_bytes);
-        return;
+               "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn, m->count,
+               ringd_dtype_name(m->dtype), per_rank ? " per rank" : "", l->cfg->max_buffer_bytes);
+        return -1;
     }
-    uint64_t bytes = m->count * esize;
-    region *reg = NULL;
-    if (m->count > 0) {
-        reg = find_region(s, m->region);
-        if (!reg || m->offset > reg->size || bytes > reg->size - m->offset) {
-            replyf(s, m->id, RINGD_ERANGE,
-                   "allreduce: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u",
-                   bytes, m->offset, m->region);
-            return;
-        }
-        if (m->offset % esize != 0) {
-            replyf(s, m->id, RINGD_EINVAL,
-                   "allreduce: buffer is not aligned to its %zu-byte "
-                   "elements",
-                   esize);
-            return;
-        }
+    uint64_t bytes = buffer_elems(l, m) * esize;
+    *reg_out = NULL;
+    if (bytes == 0) return 0;
+    region *reg = find_region(s, m->region);
+    if (!reg || m->offset > reg->size || bytes > reg->size - m->offset) {
+        replyf(s, m->id, RINGD_ERANGE,
+               "%s: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u", kn, bytes,
+               m->offset, m->region);
+        return -1;
     }
+    if (m->offset % esize != 0) {
+        replyf(s, m->id, RINGD_EINVAL, "%s: buffer is not aligned to its %zu-byte elements", kn,
+               esize);
+        return -1;
+    }
+    *reg_out = reg;
+    return 0;
+}
+
+static void do_collective(session *s, msg_collective *m)
+{
+    local *l = s->owner;
+    char d[128];
+    region *reg;
+    if (check_collective(s, m, &reg) < 0) return;
 
     uint64_t index = s->next_index;
+    if (index < l->next_index) {
+        /* Its collective ended without it: it came too late. */
+        s->next_index++;
+        replyf(s, m->id, RINGD_ETIMEDOUT,
+               "%s #%" PRIu64 " already ended on host %s without this rank: it came too late",
+               kind_name(m->kind), index, l->cfg->hosts[l->me].name);
+        return;
+    }
     coll *c = find_coll(l, index);
     if (c && (c->running || c->subs[s->local_rank].s)) {
         replyf(s, m->id, RINGD_EPROTO,
@@ -440,9 +579,9 @@ static void do_collective(session *s, const msg_collective *m)
         uint32_t timeout = m->timeout_ms ? m->timeout_ms : l->cfg->collective_timeout_ms;
         c->deadline = uv_now(l->loop) + timeout;
         if (m->name[0])
-            snprintf(c->label, sizeof c->label, "allreduce \"%s\"", m->name);
+            snprintf(c->label, sizeof c->label, "%s \"%s\"", kind_name(m->kind), m->name);
         else
-            snprintf(c->label, sizeof c->label, "allreduce");
+            snprintf(c->label, sizeof c->label, "%s", kind_name(m->kind));
         /* Keep the list in index order: the ring must run them in order. */
         coll **p = &l->colls;
         while (*p && (*p)->index < index)
@@ -469,23 +608,25 @@ static void on_tick(uv_timer_t *t)
 {
     local *l = t->data;
     uint64_t now = uv_now(l->loop);
-    coll *next;
-    for (coll *c = l->colls; c; c = next) {
-        next = c->next;
-        if (c->running || c->deadline > now) continue;
+    int first = cfg_first_rank(l->cfg, (size_t)l->me);
+    /* Handing a collective to the ring may finish others and free them, so
+     * look again from the start each time. */
+    for (;;) {
+        coll *c = l->colls;
+        while (c && (c->running || c->deadline > now))
+            c = c->next;
+        if (!c) break;
         char missing[256] = "";
         size_t len = 0;
         for (int i = 0; i < l->local_size && len < sizeof missing - 16; i++)
             if (!c->subs[i].s)
                 len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d",
-                                        len ? ", " : "", i);
-        char msg[MSG_MAX_TEXT];
-        snprintf(msg, sizeof msg,
-                 "%s #%" PRIu64 " timed out on host %s: local rank(s) %s did not submit it "
-                 "(%d of %d arrived)",
-                 c->label, c->index, l->cfg->hosts[l->me].name, missing, c->arrived, l->local_size);
-        log_warn("%s", msg);
-        coll_finish(l, c, RINGD_ETIMEDOUT, msg);
+                                        len ? ", " : "", first + i);
+        coll_fail(l, c, RINGD_ETIMEDOUT,
+                  "%s #%" PRIu64 " timed out on host %s: rank(s) %s did not submit it in time "
+                  "(%d of its %d local ranks did)",
+                  c->label, c->index, l->cfg->hosts[l->me].name, missing, c->arrived,
+                  l->local_size);
     }
     if (!l->colls) uv_timer_stop(&l->tick);
 }

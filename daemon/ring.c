@@ -1,32 +1,46 @@
 /*
- * ring.c - bandwidth-optimal ring allreduce, pipelined by segments.
+ * ring.c - bandwidth-optimal ring collectives, pipelined by segments.
  *
- * The buffer of `count` elements is cut into N chunks (chunk c has count/N
- * elements, one more when c < count%N). Host r runs 2(N-1) steps: in
- * reduce-scatter step g (0 <= g < N-1) it sends chunk r-g and receives chunk
- * r-g-1, which it reduces into its own copy; after N-1 steps it holds chunk
- * r+1 fully reduced. In allgather step g it sends chunk r+1-(g-N+1) and
- * receives chunk r-(g-N+1), which it stores. All indices are mod N.
+ * Allreduce: the buffer of `count` elements is cut into N chunks (chunk c
+ * has count/N elements, one more when c < count%N). Host r runs 2(N-1)
+ * steps: in reduce-scatter step g (0 <= g < N-1) it sends chunk r-g and
+ * receives chunk r-g-1, which it reduces into its own copy; after N-1 steps
+ * it holds chunk r+1 fully reduced. In allgather step g it sends chunk
+ * r+1-(g-N+1) and receives chunk r-(g-N+1), which it stores. Indices mod N.
+ *
+ * The other collectives are parts of the same schedule. Reduce-scatter runs
+ * only the first N-1 steps and allgather only the last N-1, on chunks that
+ * are the hosts' blocks of ranks, renumbered by one so that host r ends with
+ * (or starts from) its own block. Broadcast is a chain from the root's host:
+ * the host d hops after it receives at step d-1 and forwards at step d. A
+ * barrier is an allreduce of one byte.
  *
  * The chunk a host receives at step g is the one it sends at step g+1, so a
  * received segment is reduced (or stored) and forwarded at once, with the
  * same offset and length: segments stream around the ring and the link never
- * waits for a whole step. Only the segments of step 0 are cut here; every
+ * waits for a whole step. Only the first step's segments are cut here; every
  * later step forwards them as they come.
  *
  * Each element is reduced in the same order on every run: chunk c starts at
- * host c and travels c+1, c+2, ..., each adding its own value in the same
+ * one host and travels the ring, each host adding its own value in the same
  * position (dst = own (op) received). Timing changes nothing, and the
  * allgather copies the final bytes, so every rank gets the same bits.
  *
- * The send of a segment reads the user's buffer in place; a receive in
- * allgather writes it in place. Neither can race: a segment comes back to a
- * host only after its right neighbour has received that host's own send of
- * the same bytes, i.e. after the kernel has taken them.
+ * Sends read the user's buffer in place; allgather and broadcast receives
+ * write it in place. Neither can race: a segment comes back to a host only
+ * after its right neighbour has received that host's own send of the same
+ * bytes, i.e. after the kernel has taken them.
+ *
+ * A collective that fails for a reason the streams survive (the hosts
+ * disagree on it, a rank never came, a deadline) sends an ABORT around the
+ * ring, so every host fails it with the same message and the links stay up;
+ * frames of it still in flight are dropped as stale. A lost link or a
+ * protocol error drops both links instead (see fail_links()).
  */
 #include "ring.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,17 +49,27 @@
 #include "log.h"
 #include "reduce.h"
 
-#define TICK_MS 100 /* granularity of collective deadlines */
+#define TICK_MS 100  /* granularity of collective deadlines */
+#define MAX_ABORTS 8 /* aborts remembered for collectives not started here yet */
 
 typedef struct {
     ring_job *job; /* the running collective, or NULL */
     size_t esize;
-    uint64_t base, extra; /* chunk c has base + (c < extra) elements */
+    uint64_t base, extra; /* allreduce chunks: base + (c < extra) elements */
+    int dist;             /* broadcast: hops from the root's host */
+    int first, last;      /* the steps this collective runs */
     unsigned steps_left;  /* steps whose chunk has not fully arrived */
     size_t writes;        /* sends not yet completed by the links */
+    int reading;          /* a payload is being read into the job's buffer */
     int status;
     char message[RING_MAX_MESSAGE];
 } active;
+
+typedef struct {
+    uint64_t seq;
+    int32_t code;
+    char reason[FRAME_MAX_TEXT + 1];
+} pending_abort;
 
 struct ring {
     uv_loop_t *loop;
@@ -57,6 +81,8 @@ struct ring {
     uint64_t *recv_off; /* per step: the next byte offset expected */
     uint8_t *staging;   /* where reduce-scatter payloads land before reduction */
     size_t staging_cap;
+    pending_abort aborts[MAX_ABORTS];
+    int n_aborts;
     uv_timer_t tick;
     int advancing;
     int closing;
@@ -68,58 +94,155 @@ struct ring {
 static void advance(ring *r);
 static void on_tick(uv_timer_t *t);
 
-/* ---- geometry ---- */
+/* ---- schedule and geometry ---- */
 
 static int mod(int x, int n)
 {
     return ((x % n) + n) % n;
 }
 
-static int recv_chunk(const ring *r, int g)
+static int host_of_rank(const ring *r, int rank)
 {
-    return g < r->n - 1 ? mod(r->me - g - 1, r->n) : mod(r->me - (g - (r->n - 1)), r->n);
+    for (int h = 0; h < r->n; h++)
+        if (rank < cfg_first_rank(r->cfg, (size_t)h) + r->cfg->hosts[h].local_clients) return h;
+    return 0;
 }
 
-static int send_chunk(const ring *r, int g)
+static int reduces(const ring_job *j)
 {
-    return g < r->n - 1 ? mod(r->me - g, r->n) : mod(r->me + 1 - (g - (r->n - 1)), r->n);
+    return j->kind == RINGD_COLL_ALLREDUCE || j->kind == RINGD_COLL_REDUCE_SCATTER ||
+           j->kind == RINGD_COLL_BARRIER;
 }
 
-static uint64_t chunk_bytes(const active *a, int c)
+/* Reduce-scatter and allgather run on the hosts' blocks, renumbered so that
+ * the schedule's chunk r+1 (where reduce-scatter ends on host r, and
+ * allgather starts) is host r's own block. */
+static int physical(const ring *r, const active *a, int v)
 {
-    return (a->base + ((uint64_t)c < a->extra)) * a->esize;
+    ringd_coll k = a->job->kind;
+    int shift = k == RINGD_COLL_REDUCE_SCATTER || k == RINGD_COLL_ALLGATHER;
+    return mod(v - shift, r->n);
 }
 
-static uint64_t chunk_start(const active *a, int c)
+/* The chunk this host receives at step g, or -1 if it receives nothing. */
+static int recv_chunk(const ring *r, const active *a, int g)
 {
-    uint64_t uc = (uint64_t)c;
-    return (uc * a->base + (uc < a->extra ? uc : a->extra)) * a->esize;
+    if (g < a->first || g > a->last) return -1;
+    if (a->job->kind == RINGD_COLL_BROADCAST) return g == a->dist - 1 ? 0 : -1;
+    int v = g < r->n - 1 ? r->me - g - 1 : r->me - (g - (r->n - 1));
+    return physical(r, a, v);
+}
+
+/* The chunk this host sends at step g, or -1 if it sends nothing. */
+static int send_chunk(const ring *r, const active *a, int g)
+{
+    if (g < a->first || g > a->last) return -1;
+    if (a->job->kind == RINGD_COLL_BROADCAST) return g == a->dist ? 0 : -1;
+    int v = g < r->n - 1 ? r->me - g : r->me + 1 - (g - (r->n - 1));
+    return physical(r, a, v);
+}
+
+/* Byte offset and length of chunk c in the job's buffer. */
+static void chunk_range(const ring *r, const active *a, int c, uint64_t *off, uint64_t *len)
+{
+    const ring_job *j = a->job;
+    switch (j->kind) {
+    case RINGD_COLL_BROADCAST:
+        *off = 0;
+        *len = j->count * a->esize;
+        return;
+    case RINGD_COLL_ALLGATHER:
+    case RINGD_COLL_REDUCE_SCATTER:
+        *off = (uint64_t)cfg_first_rank(r->cfg, (size_t)c) * j->per_rank * a->esize;
+        *len = (uint64_t)r->cfg->hosts[c].local_clients * j->per_rank * a->esize;
+        return;
+    default: {
+        uint64_t uc = (uint64_t)c;
+        *off = (uc * a->base + (uc < a->extra ? uc : a->extra)) * a->esize;
+        *len = (a->base + (uc < a->extra)) * a->esize;
+        return;
+    }
+    }
+}
+
+static uint64_t chunk_len(const ring *r, const active *a, int c)
+{
+    uint64_t off, len;
+    chunk_range(r, a, c, &off, &len);
+    return len;
+}
+
+static const char *neighbour(const ring *r, int side)
+{
+    return r->cfg->hosts[mod(r->me + side, r->n)].name;
 }
 
 /* ---- failure ---- */
 
-static void fail(ring *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int record_v(ring *r, int status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
-/* Records the first failure of the running collective. Its frames may be
- * half sent or half read, so both links are dropped: that also fails the
- * collective at the neighbours at once, and around the ring from there,
- * instead of leaving them to their deadlines. */
-static void fail(ring *r, int status, const char *fmt, ...)
+/* Records the first failure of the running collective; returns 1 if it was
+ * the first. */
+static int record_v(ring *r, int status, const char *fmt, va_list ap)
 {
     active *a = &r->cur;
-    if (!a->job || a->status != 0) return;
+    if (!a->job || a->status != 0) return 0;
     a->status = status;
+    vsnprintf(a->message, sizeof a->message, fmt, ap);
+    log_warn("%s", a->message);
+    return 1;
+}
+
+/* Fails the running collective on this host only. */
+static void fail_here(ring *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail_here(ring *r, int status, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->message, sizeof a->message, fmt, ap);
+    record_v(r, status, fmt, ap);
     va_end(ap);
-    log_warn("%s", a->message);
-    if (r->n > 1) links_reset(r->links, "the collective on this host failed");
+}
+
+/* Fails the running collective and tells the ring: the ABORT follows this
+ * host's frames of the collective, and every host fails it in turn. */
+static void fail_abort(ring *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail_abort(ring *r, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int first = record_v(r, status, fmt, ap);
+    va_end(ap);
+    if (!first || r->n == 1) return;
+    frame_abort ab = {.seq = r->cur.job->seq, .code = status};
+    size_t n = strnlen(r->cur.message, FRAME_MAX_TEXT);
+    memcpy(ab.reason, r->cur.message, n);
+    ab.reason[n] = '\0';
+    links_send_abort(r->links, &ab);
+}
+
+/* Fails the running collective when its frames may be half sent or half
+ * read: both links are dropped, which also fails it at the neighbours at
+ * once, and around the ring from there; the links re-form by themselves. */
+static void fail_links(ring *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail_links(ring *r, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int first = record_v(r, status, fmt, ap);
+    va_end(ap);
+    if (first && r->n > 1) links_reset(r->links, "the collective on this host failed");
 }
 
 /* ---- sending ---- */
 
-static void send_segment(ring *r, int g, int c, uint64_t off, uint32_t len)
+static void send_segment(ring *r, int g, int c, uint64_t off, uint32_t len, double wsum)
 {
     active *a = &r->cur;
     ring_job *j = a->job;
@@ -131,17 +254,43 @@ static void send_segment(ring *r, int g, int c, uint64_t off, uint32_t len)
                     .chunk = (uint32_t)c,
                     .length = len,
                     .count = j->count,
-                    .offset = off};
-    int rc = links_send_data(r->links, &d, j->buf + chunk_start(a, c) + off);
+                    .offset = off,
+                    .kind = (uint8_t)j->kind,
+                    .root = (uint32_t)j->root,
+                    .wsum = wsum};
+    uint64_t coff, clen;
+    chunk_range(r, a, c, &coff, &clen);
+    int rc = links_send_data(r->links, &d, j->buf + coff + off);
     if (rc < 0) {
-        fail(r, RINGD_ERING, "%s #%" PRIu64 ": cannot send to right neighbour %s: %s", j->label,
-             j->seq, r->cfg->hosts[(r->me + 1) % r->n].name, ringd_strerror(rc));
+        fail_links(r, RINGD_ERING, "%s #%" PRIu64 ": cannot send to right neighbour %s: %s",
+                   j->label, j->seq, neighbour(r, 1), ringd_strerror(rc));
         return;
     }
     a->writes++;
 }
 
 /* ---- the running collective ---- */
+
+static const pending_abort *find_abort(const ring *r, uint64_t seq)
+{
+    for (int i = 0; i < r->n_aborts; i++)
+        if (r->aborts[i].seq == seq) return &r->aborts[i];
+    return NULL;
+}
+
+/* A collective of one host, or of nothing, completes without the ring. */
+static void run_alone(ring *r, ring_job *j)
+{
+    if (j->count == 0 || (j->kind != RINGD_COLL_ALLREDUCE && j->kind != RINGD_COLL_REDUCE_SCATTER))
+        return;
+    double divisor = j->op == RINGD_WMEAN ? j->weight : j->ranks;
+    if (j->op == RINGD_WMEAN && !(divisor > 0 && isfinite(divisor))) {
+        fail_abort(r, RINGD_EINVAL, "%s #%" PRIu64 ": the weights of all ranks sum to %g", j->label,
+                   j->seq, divisor);
+        return;
+    }
+    reduce_finish(j->dtype, j->op, j->buf, j->count, divisor);
+}
 
 static void start(ring *r, ring_job *j)
 {
@@ -151,25 +300,44 @@ static void start(ring *r, ring_job *j)
     j->seq = r->stats.seq++;
     a->esize = ringd_dtype_size(j->dtype);
 
-    if (r->n == 1 || j->count == 0) {
-        reduce_finish(j->dtype, j->op, j->buf, j->count, j->ranks);
+    if (j->preset_status < 0) {
+        fail_abort(r, j->preset_status, "%s", j->preset_message);
         return;
     }
-    a->base = j->count / (uint64_t)r->n;
-    a->extra = j->count % (uint64_t)r->n;
-    for (int g = 0; g < 2 * (r->n - 1); g++) {
+    const pending_abort *pa = find_abort(r, j->seq);
+    if (pa) {
+        /* Another host failed it before this host's ranks submitted it; the
+         * abort has gone on around the ring already. */
+        fail_here(r, pa->code, "%s", pa->reason);
+        return;
+    }
+    if (r->n == 1 || j->count == 0) {
+        run_alone(r, j);
+        return;
+    }
+
+    int n = r->n;
+    a->base = j->count / (uint64_t)n;
+    a->extra = j->count % (uint64_t)n;
+    a->first = j->kind == RINGD_COLL_ALLGATHER ? n - 1 : 0;
+    a->last =
+        j->kind == RINGD_COLL_REDUCE_SCATTER || j->kind == RINGD_COLL_BROADCAST ? n - 2 : 2 * n - 3;
+    if (j->kind == RINGD_COLL_BROADCAST) a->dist = mod(r->me - host_of_rank(r, j->root), n);
+    for (int g = 0; g < 2 * (n - 1); g++) {
         r->recv_off[g] = 0;
-        if (chunk_bytes(a, recv_chunk(r, g)) > 0) a->steps_left++;
+        int c = recv_chunk(r, a, g);
+        if (c >= 0 && chunk_len(r, a, c) > 0) a->steps_left++;
     }
     log_debug("%s #%" PRIu64 ": %" PRIu64 " x %s %s started", j->label, j->seq, j->count,
               ringd_dtype_name(j->dtype), ringd_op_name(j->op));
 
-    /* Step 0: this host's own chunk, cut into segments. */
+    /* The first step: this host's own chunk, cut into segments. */
     uint32_t seg = r->cfg->segment_bytes / (uint32_t)a->esize * (uint32_t)a->esize;
-    int c = send_chunk(r, 0);
-    uint64_t bytes = chunk_bytes(a, c);
+    int c = send_chunk(r, a, a->first);
+    uint64_t bytes = c >= 0 ? chunk_len(r, a, c) : 0;
     for (uint64_t off = 0; off < bytes && a->status == 0; off += seg)
-        send_segment(r, 0, c, off, (uint32_t)(bytes - off < seg ? bytes - off : seg));
+        send_segment(r, a->first, c, off, (uint32_t)(bytes - off < seg ? bytes - off : seg),
+                     j->weight);
 
     /* The left neighbour may have started first; its frames wait for us. */
     links_resume(r->links);
@@ -177,7 +345,23 @@ static void start(ring *r, ring_job *j)
 
 static int finished(const active *a)
 {
-    return (a->status != 0 || a->steps_left == 0) && a->writes == 0;
+    return (a->status != 0 || a->steps_left == 0) && a->writes == 0 && !a->reading;
+}
+
+static void forget_abort(ring *r, uint64_t seq)
+{
+    for (int i = 0; i < r->n_aborts; i++) {
+        if (r->aborts[i].seq <= seq) {
+            r->aborts[i] = r->aborts[--r->n_aborts];
+            i--;
+        }
+    }
+}
+
+static void pop(ring *r, ring_job *j)
+{
+    r->head = j->next;
+    if (!r->head) r->tail = NULL;
 }
 
 static void complete(ring *r)
@@ -185,8 +369,8 @@ static void complete(ring *r)
     active *a = &r->cur;
     ring_job *j = a->job;
     a->job = NULL;
-    r->head = j->next;
-    if (!r->head) r->tail = NULL;
+    pop(r, j);
+    forget_abort(r, j->seq);
     if (a->status == 0) {
         r->stats.done++;
         log_debug("%s #%" PRIu64 " done", j->label, j->seq);
@@ -208,8 +392,7 @@ static void drain_queue(ring *r, int status, const char *message)
 {
     while (r->head && r->head != r->cur.job) {
         ring_job *j = r->head;
-        r->head = j->next;
-        if (!r->head) r->tail = NULL;
+        pop(r, j);
         r->stats.failed++;
         j->done(j, status, message);
     }
@@ -253,30 +436,31 @@ static void describe_wait(const ring *r, char *out, size_t len)
 {
     const active *a = &r->cur;
     if (!a->job) {
-        const char *left = r->cfg->hosts[(r->me + r->n - 1) % r->n].name;
-        const char *right = r->cfg->hosts[(r->me + 1) % r->n].name;
+        const cfg_host *right = &r->cfg->hosts[mod(r->me + 1, r->n)];
         link_state ls = links_state(r->links, LINK_LEFT), rs = links_state(r->links, LINK_RIGHT);
+        const char *le = links_last_error(r->links, LINK_LEFT);
+        const char *re = links_last_error(r->links, LINK_RIGHT);
         snprintf(out, len,
-                 "the ring is not formed: right link to %s (%s) is %s%s%s; left link "
-                 "from %s is %s%s%s",
-                 right, r->cfg->hosts[(r->me + 1) % r->n].address, links_state_name(rs),
-                 *links_last_error(r->links, LINK_RIGHT) ? ": " : "",
-                 links_last_error(r->links, LINK_RIGHT), left, links_state_name(ls),
-                 *links_last_error(r->links, LINK_LEFT) ? ": " : "",
-                 links_last_error(r->links, LINK_LEFT));
+                 "the ring is not formed: right link to %s (%s) is %s%s%s; left link from %s "
+                 "is %s%s%s",
+                 right->name, right->address, links_state_name(rs), *re ? ": " : "", re,
+                 neighbour(r, -1), links_state_name(ls), *le ? ": " : "", le);
         return;
     }
-    int g = 0;
-    while (g < 2 * (r->n - 1) && r->recv_off[g] == chunk_bytes(a, recv_chunk(r, g)))
+    int g = a->first;
+    while (g <= a->last) {
+        int c = recv_chunk(r, a, g);
+        if (c >= 0 && r->recv_off[g] < chunk_len(r, a, c)) break;
         g++;
-    if (g < 2 * (r->n - 1))
+    }
+    if (g <= a->last)
         snprintf(out, len,
                  "at step %d of %d, waiting for data from left neighbour %s "
                  "(has every rank submitted this collective?)",
-                 g + 1, 2 * (r->n - 1), r->cfg->hosts[(r->me + r->n - 1) % r->n].name);
+                 g - a->first + 1, a->last - a->first + 1, neighbour(r, -1));
     else
         snprintf(out, len, "all data received, waiting for sends to right neighbour %s",
-                 r->cfg->hosts[(r->me + 1) % r->n].name);
+                 neighbour(r, 1));
 }
 
 static void on_tick(uv_timer_t *t)
@@ -288,15 +472,14 @@ static void on_tick(uv_timer_t *t)
     if (!j || j->deadline > now) return;
     describe_wait(r, why, sizeof why);
     if (r->cur.job == j) {
-        fail(r, RINGD_ETIMEDOUT, "%s #%" PRIu64 " (%" PRIu64 " x %s %s) timed out: %s", j->label,
-             j->seq, j->count, ringd_dtype_name(j->dtype), ringd_op_name(j->op), why);
+        fail_abort(r, RINGD_ETIMEDOUT, "%s #%" PRIu64 " timed out on host %s %s", j->label, j->seq,
+                   r->cfg->hosts[r->me].name, why);
     } else {
         char msg[RING_MAX_MESSAGE];
-        snprintf(msg, sizeof msg, "%s (%" PRIu64 " x %s %s) timed out before it could start: %s",
-                 j->label, j->count, ringd_dtype_name(j->dtype), ringd_op_name(j->op), why);
+        snprintf(msg, sizeof msg, "%s timed out before it could start on host %s: %s", j->label,
+                 r->cfg->hosts[r->me].name, why);
         log_warn("%s", msg);
-        r->head = j->next;
-        if (!r->head) r->tail = NULL;
+        pop(r, j);
         r->stats.failed++;
         snprintf(r->stats.last_error, sizeof r->stats.last_error, "%s", msg);
         j->done(j, RINGD_ETIMEDOUT, msg);
@@ -316,11 +499,32 @@ static void on_down(void *data, link_side side, const char *why)
 {
     ring *r = data;
     active *a = &r->cur;
-    if (a->job && a->steps_left > 0) {
-        int peer = side == LINK_LEFT ? (r->me + r->n - 1) % r->n : (r->me + 1) % r->n;
-        fail(r, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s", a->job->label,
-             a->job->seq, side == LINK_LEFT ? "left" : "right", r->cfg->hosts[peer].name,
-             r->cfg->hosts[peer].address, why);
+    if (side == LINK_LEFT) a->reading = 0; /* the payload will not arrive */
+    if (a->job && (a->steps_left > 0 || a->writes > 0)) {
+        const cfg_host *peer = &r->cfg->hosts[mod(r->me + (side == LINK_LEFT ? -1 : 1), r->n)];
+        fail_links(r, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s",
+                   a->job->label, a->job->seq, side == LINK_LEFT ? "left" : "right", peer->name,
+                   peer->address, why);
+    }
+    advance(r);
+}
+
+static void on_abort(void *data, const frame_abort *ab)
+{
+    ring *r = data;
+    active *a = &r->cur;
+    if (a->job && ab->seq == a->job->seq) {
+        /* The first failure wins; an abort of a collective that already
+         * failed here stops, so each abort goes round the ring once. */
+        if (a->status == 0) fail_abort(r, ab->code, "%s", ab->reason);
+    } else if (ab->seq >= r->stats.seq && !find_abort(r, ab->seq)) {
+        /* Not started here yet: remember it, and pass it on now. */
+        if (r->n_aborts == MAX_ABORTS) r->n_aborts--;
+        pending_abort *p = &r->aborts[r->n_aborts++];
+        p->seq = ab->seq;
+        p->code = ab->code;
+        snprintf(p->reason, sizeof p->reason, "%s", ab->reason);
+        links_send_abort(r->links, ab);
     }
     advance(r);
 }
@@ -334,9 +538,41 @@ static int protocol_error(ring *r, char *why, size_t len, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, len, fmt, ap);
     va_end(ap);
-    fail(r, RINGD_EPROTO, "%s #%" PRIu64 ": protocol error from left neighbour %s: %s",
-         r->cur.job->label, r->cur.job->seq, r->cfg->hosts[(r->me + r->n - 1) % r->n].name, why);
+    fail_links(r, RINGD_EPROTO, "%s #%" PRIu64 ": protocol error from left neighbour %s: %s",
+               r->cur.job->label, r->cur.job->seq, neighbour(r, -1), why);
     return RINGD_EPROTO;
+}
+
+static const char *kind_name(int kind)
+{
+    static const char *const names[] = {"?",         "allreduce",      "broadcast",
+                                        "allgather", "reduce_scatter", "barrier"};
+    return kind >= 1 && kind <= 5 ? names[kind] : "?";
+}
+
+static void describe(const ring *r, char *out, size_t len, int kind, uint64_t count, int dtype,
+                     int op, uint32_t root)
+{
+    const char *dn = ringd_dtype_name(dtype), *on = ringd_op_name(op);
+    if (kind == RINGD_COLL_BARRIER)
+        snprintf(out, len, "barrier");
+    else if (kind == RINGD_COLL_BROADCAST)
+        snprintf(out, len, "broadcast of %" PRIu64 " x %s from rank %u", count, dn ? dn : "?",
+                 root);
+    else
+        snprintf(out, len, "%s of %" PRIu64 " x %s %s", kind_name(kind), count, dn ? dn : "?",
+                 on ? on : "?");
+    (void)r;
+}
+
+/* Ranks of host h, for messages: "rank 3" or "ranks 2-3". */
+static void host_ranks(const ring *r, int h, char *out, size_t len)
+{
+    int first = cfg_first_rank(r->cfg, (size_t)h), k = r->cfg->hosts[h].local_clients;
+    if (k == 1)
+        snprintf(out, len, "rank %d", first);
+    else
+        snprintf(out, len, "ranks %d-%d", first, first + k - 1);
 }
 
 static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, size_t whylen)
@@ -346,47 +582,48 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
     ring_job *j = a->job;
 
     /* Frames of a collective this host has not started wait in the socket. */
-    if (!j || a->status != 0 || d->seq > j->seq) return LINK_RECV_PAUSE;
-    if (d->seq < j->seq) {
-        log_debug("dropping stale frame of collective #%" PRIu64, d->seq);
+    if (!j || d->seq > j->seq) return LINK_RECV_PAUSE;
+    /* Those of one finished or failed here are late, not wrong. */
+    if (d->seq < j->seq || a->status != 0) return LINK_RECV_SKIP;
+
+    if (d->kind != j->kind || d->count != j->count || d->dtype != j->dtype || d->op != j->op ||
+        (j->kind == RINGD_COLL_BROADCAST && d->root != (uint32_t)j->root)) {
+        char theirs[160], ours[160], lr[32], mr[32];
+        int left = mod(r->me - 1, r->n);
+        describe(r, theirs, sizeof theirs, d->kind, d->count, d->dtype, d->op, d->root);
+        describe(r, ours, sizeof ours, j->kind, j->count, j->dtype, j->op, (uint32_t)j->root);
+        host_ranks(r, left, lr, sizeof lr);
+        host_ranks(r, r->me, mr, sizeof mr);
+        fail_abort(r, RINGD_EMISMATCH,
+                   "%s #%" PRIu64 " differs between ranks: host %s (%s) submitted a %s, host %s "
+                   "(%s) a %s",
+                   j->label, j->seq, r->cfg->hosts[left].name, lr, theirs,
+                   r->cfg->hosts[r->me].name, mr, ours);
         return LINK_RECV_SKIP;
     }
-    if (d->count != j->count || d->dtype != j->dtype || d->op != j->op) {
-        const char *left = r->cfg->hosts[(r->me + r->n - 1) % r->n].name;
-        fail(r, RINGD_EMISMATCH,
-             "%s #%" PRIu64 " differs between hosts: left neighbour %s has %" PRIu64 " x %s %s, "
-             "host %s has %" PRIu64 " x %s %s",
-             j->label, j->seq, left, d->count,
-             ringd_dtype_name(d->dtype) ? ringd_dtype_name(d->dtype) : "?",
-             ringd_op_name(d->op) ? ringd_op_name(d->op) : "?", r->cfg->hosts[r->me].name, j->count,
-             ringd_dtype_name(j->dtype), ringd_op_name(j->op));
-        snprintf(why, whylen, "collective mismatch");
-        return RINGD_EMISMATCH;
-    }
 
-    int steps = 2 * (r->n - 1);
-    if (d->step >= steps)
-        return protocol_error(r, why, whylen, "step %u out of range (%d steps)", d->step, steps);
-    int c = recv_chunk(r, d->step);
+    int c = recv_chunk(r, a, d->step);
+    if (c < 0) return protocol_error(r, why, whylen, "no data expected at step %u", d->step);
     if (d->chunk != (uint32_t)c)
         return protocol_error(r, why, whylen, "step %u carries chunk %u, expected chunk %d",
                               d->step, d->chunk, c);
     if (d->offset != r->recv_off[d->step])
         return protocol_error(r, why, whylen, "step %u: offset %" PRIu64 ", expected %" PRIu64,
                               d->step, d->offset, r->recv_off[d->step]);
-    uint64_t cb = chunk_bytes(a, c);
-    if (d->length == 0 || d->length % a->esize != 0 || d->length > cb - d->offset)
+    uint64_t coff, clen;
+    chunk_range(r, a, c, &coff, &clen);
+    if (d->length == 0 || d->length % a->esize != 0 || d->length > clen - d->offset)
         return protocol_error(r, why, whylen,
                               "step %u: %u bytes at offset %" PRIu64 " do not fit chunk %d "
                               "(%" PRIu64 " bytes of %zu-byte elements)",
-                              d->step, d->length, d->offset, c, cb, a->esize);
+                              d->step, d->length, d->offset, c, clen, a->esize);
 
-    if (d->step < r->n - 1) {
+    if (reduces(j) && d->step < r->n - 1) {
         if (d->length > r->staging_cap) {
             uint8_t *p = realloc(r->staging, d->length);
             if (!p) {
-                fail(r, RINGD_ENOMEM, "%s #%" PRIu64 ": out of memory for a %u-byte segment",
-                     j->label, j->seq, d->length);
+                fail_links(r, RINGD_ENOMEM, "%s #%" PRIu64 ": out of memory for a %u-byte segment",
+                           j->label, j->seq, d->length);
                 snprintf(why, whylen, "out of memory");
                 return RINGD_ENOMEM;
             }
@@ -395,7 +632,8 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
         }
         *dst = r->staging;
     } else {
-        *dst = j->buf + chunk_start(a, c) + d->offset;
+        *dst = j->buf + coff + d->offset;
+        a->reading = 1;
     }
     return LINK_RECV_INTO;
 }
@@ -405,18 +643,37 @@ static void on_payload(void *data, const frame_data *d)
     ring *r = data;
     active *a = &r->cur;
     ring_job *j = a->job;
+    a->reading = 0;
+    if (a->status != 0) {
+        advance(r);
+        return;
+    }
     int g = d->step, c = (int)d->chunk;
-    uint8_t *p = j->buf + chunk_start(a, c) + d->offset;
+    uint64_t coff, clen;
+    chunk_range(r, a, c, &coff, &clen);
+    uint8_t *p = j->buf + coff + d->offset;
     size_t elems = d->length / a->esize;
+    double wsum = 0;
 
-    if (g < r->n - 1) {
+    if (reduces(j) && g < r->n - 1) {
         reduce_apply(j->dtype, j->op, p, r->staging, elems);
+        wsum = d->wsum + j->weight;
         /* The last reduce-scatter step completes this host's own chunk. */
-        if (g == r->n - 2) reduce_finish(j->dtype, j->op, p, elems, j->ranks);
+        if (g == r->n - 2) {
+            double divisor = j->op == RINGD_WMEAN ? wsum : j->ranks;
+            if (j->op == RINGD_WMEAN && !(divisor > 0 && isfinite(divisor))) {
+                fail_abort(r, RINGD_EINVAL,
+                           "%s #%" PRIu64 ": wmean needs positive weights; they sum to %g",
+                           j->label, j->seq, divisor);
+                advance(r);
+                return;
+            }
+            reduce_finish(j->dtype, j->op, p, elems, divisor);
+        }
     }
     r->recv_off[g] += d->length;
-    if (r->recv_off[g] == chunk_bytes(a, c)) a->steps_left--;
-    if (g + 1 < 2 * (r->n - 1)) send_segment(r, g + 1, c, d->offset, d->length);
+    if (r->recv_off[g] == clen) a->steps_left--;
+    if (send_chunk(r, a, g + 1) == c) send_segment(r, g + 1, c, d->offset, d->length, wsum);
     advance(r);
 }
 
@@ -426,8 +683,8 @@ static void on_sent(void *data, int status)
     active *a = &r->cur;
     a->writes--;
     if (status < 0 && a->job)
-        fail(r, RINGD_ERING, "%s #%" PRIu64 " failed: sending to right neighbour %s failed",
-             a->job->label, a->job->seq, r->cfg->hosts[(r->me + 1) % r->n].name);
+        fail_links(r, RINGD_ERING, "%s #%" PRIu64 " failed: sending to right neighbour %s failed",
+                   a->job->label, a->job->seq, neighbour(r, 1));
     advance(r);
 }
 
@@ -442,7 +699,7 @@ int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me)
     r->me = me;
     r->n = (int)c->n_hosts;
     r->recv_off = calloc(2 * (size_t)r->n, sizeof *r->recv_off);
-    static const links_callbacks cb = {on_up, on_down, on_data, on_payload, on_sent};
+    static const links_callbacks cb = {on_up, on_down, on_data, on_payload, on_sent, on_abort};
     int rc = r->recv_off ? links_new(&r->links, loop, c, me, &cb, r) : RINGD_ENOMEM;
     if (rc < 0) {
         free(r->recv_off);
@@ -494,13 +751,11 @@ void ring_close(ring *r, int status, const char *message, void (*done)(void *), 
     r->closing = 1;
     r->done = done;
     r->done_data = data;
-    if (r->cur.job && r->cur.status == 0) {
-        r->cur.status = status;
-        snprintf(r->cur.message, sizeof r->cur.message, "%s", message);
-    }
+    if (r->cur.job) fail_here(r, status, "%s", message);
     drain_queue(r, status, message);
-    /* Closing the links cancels the pending sends; their callbacks finish
-     * the running job before on_links_closed runs. */
+    /* Closing the links cancels the pending sends, and stops a payload being
+     * read; their callbacks finish the running job before on_links_closed. */
+    r->cur.reading = 0;
     links_close(r->links, on_links_closed, r);
     advance(r);
 }

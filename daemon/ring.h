@@ -22,18 +22,34 @@ typedef struct ring_job ring_job;
  * touched by the ring (no read or write of it is pending). */
 typedef void (*ring_done_cb)(ring_job *job, int status, const char *message);
 
-/* A collective as the ring sees it: one buffer, reduced in place. The
- * submitter owns the job and its buffer until done() is called. */
+/* A collective as the ring sees it: one buffer of this host, in place. The
+ * submitter owns the job and its buffer until done() is called.
+ *   ALLREDUCE       buf: count elements, reduced everywhere
+ *   REDUCE_SCATTER  buf: count = ranks x per_rank elements; afterwards the
+ *                   blocks of this host's ranks are reduced (the rest is junk)
+ *   ALLGATHER       buf: count = ranks x per_rank elements, this host's
+ *                   ranks' blocks filled in; afterwards all are
+ *   BROADCAST       buf: count elements, read on the root's host, written elsewhere
+ *   BARRIER         buf: one byte, count 1 (it runs as a 1-byte allreduce) */
 struct ring_job {
+    ringd_coll kind;
     uint8_t *buf;
     uint64_t count;
+    uint64_t per_rank; /* ALLGATHER, REDUCE_SCATTER: elements of one rank's block */
     ringd_dtype dtype;
     ringd_op op;
+    int root;          /* BROADCAST: the root rank */
     int ranks;         /* divisor of MEAN: the total number of ranks */
+    double weight;     /* WMEAN: the sum of this host's ranks' weights */
     uint64_t deadline; /* uv_now() milliseconds after which the job fails */
     const char *label; /* how messages name it, e.g. "allreduce \"fc1\"" */
     ring_done_cb done;
     void *data;
+    /* A job that already failed on this host (its local ranks disagree, one
+     * of them never came): it still takes its place in the sequence, and its
+     * failure travels the ring as an ABORT so every rank learns why. */
+    int preset_status;
+    const char *preset_message;
 
     /* The ring's. */
     ring_job *next;
