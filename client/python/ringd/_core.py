@@ -1,0 +1,803 @@
+"""Connection and Request: the NumPy face of libringd.
+
+A Connection owns one ringd_client. Every call into the library holds the
+connection's lock (a ringd_client is not thread-safe) and releases the GIL, so
+other threads run while a collective is on the ring.
+
+Collectives go through ringd_submit(): the blocking forms submit and then wait
+in slices of WAIT_SLICE_MS, so that Ctrl-C interrupts a long wait in Python
+(the request, and the arrays it uses, stay owned by the connection until the
+library is done with them). Requests complete in submission order, so waiting
+for one first finishes every earlier one; each keeps its own result or error.
+
+Arrays from Connection.empty() live in memory from ringd_alloc(), which
+ringd_close() unmaps. Closing while such arrays are still referenced would
+leave them dangling, so close() first copies their contents, and right after
+ringd_close() maps private anonymous memory at the same addresses and copies
+the contents back: the arrays stay valid and become ordinary memory.
+"""
+
+import collections
+import ctypes
+import mmap
+import os
+import sys
+import threading
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from . import _lib
+from ._lib import RingError, make_error
+
+WAIT_SLICE_MS = 100
+
+_PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
+_MAP_PRIVATE_ANON = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20)
+_MAP_FIXED_NOREPLACE = getattr(mmap, "MAP_FIXED_NOREPLACE", 0x100000)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_PAGE = mmap.PAGESIZE
+
+_libc = ctypes.PyDLL(None)  # PyDLL: mmap/munmap run without releasing the GIL
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+# ---- names and types --------------------------------------------------------
+
+_NP_CODES = {
+    ("i", 1): 0,
+    ("u", 1): 1,
+    ("i", 4): 2,
+    ("i", 8): 3,
+    ("f", 2): 4,
+    ("f", 4): 6,
+    ("f", 8): 7,
+}
+_BF16 = _lib.DTYPES["bfloat16"]
+
+
+def parse_op(op):
+    """The ringd_op value of "sum", "mean", ..., or of an int value."""
+    if isinstance(op, str):
+        name = op.lower()
+        name = _lib.OP_ALIASES.get(name, name)
+        if name in _lib.OPS:
+            return _lib.OPS[name]
+    elif isinstance(op, int) and not isinstance(op, bool) and op in _lib.OP_NAMES:
+        return op
+    raise ValueError(f"unknown op {op!r}: expected one of {', '.join(_lib.OPS)}")
+
+
+def dtype_code(dtype):
+    """The ringd_dtype value of a NumPy dtype (or anything np.dtype() takes) or
+    of a ringd dtype name such as "bfloat16"."""
+    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
+        return _BF16
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"unknown dtype {dtype!r}") from None
+    if dt.name == "bfloat16":  # ml_dtypes' bfloat16, if the caller has it
+        return _BF16
+    code = _NP_CODES.get((dt.kind, dt.itemsize))
+    if code is None or not dt.isnative:
+        raise TypeError(
+            f"ringd has no element type for {dt} (it reduces int8, uint8, int32, int64, "
+            "float16, bfloat16, float32 and float64 in native byte order)"
+        )
+    return code
+
+
+def _array_code(arr, dtype, what):
+    """The ringd dtype for arr, with the dtype= override checked: "bfloat16"
+    on a 2-byte integer array says the array holds bfloat16 bit patterns."""
+    if dtype is None:
+        try:
+            return dtype_code(arr.dtype)
+        except TypeError as e:
+            raise TypeError(f"{what}: {e}") from None
+    code = dtype_code(dtype)
+    if code == _BF16:
+        if arr.dtype.name == "bfloat16" or (arr.dtype.kind in "iu" and arr.dtype.itemsize == 2):
+            return code
+        raise TypeError(
+            f"{what}: dtype='bfloat16' needs an array of 16-bit integers holding the "
+            f"bit patterns (uint16), got {arr.dtype}"
+        )
+    if code != dtype_code(arr.dtype):
+        raise TypeError(f"{what}: dtype={dtype!r} does not describe an array of {arr.dtype}")
+    return code
+
+
+def numpy_dtype(dtype):
+    """The NumPy dtype that holds elements of a ringd dtype: bfloat16 is held
+    as uint16 (its bit patterns)."""
+    if dtype_code(dtype) == _BF16 and not (
+        not isinstance(dtype, str) and np.dtype(dtype).name == "bfloat16"
+    ):
+        return np.dtype(np.uint16)
+    return np.dtype(dtype)
+
+
+def _name_bytes(name, what):
+    if name is None:
+        return None
+    b = str(name).encode("utf-8")
+    if len(b) > _lib.NAME_MAX:
+        raise ValueError(f"{what}: name {name!r} is longer than {_lib.NAME_MAX} bytes")
+    return b
+
+
+def _timeout_ms(timeout, what):
+    if timeout is None:
+        return 0
+    ms = int(round(float(timeout) * 1000))
+    if not 1 <= ms <= 0xFFFFFFFF:
+        raise ValueError(f"{what}: timeout {timeout!r} s is out of range")
+    return ms
+
+
+def _inplace(arr, what):
+    """(work, copy_back) for an in-place collective on arr: work is arr itself
+    when C-contiguous, else a contiguous copy whose result copy_back() puts
+    back into arr."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{what}: expected a numpy.ndarray, got {type(arr).__name__}")
+    if not arr.flags.writeable:
+        raise ValueError(f"{what}: the array is read-only and the result is written in place")
+    if arr.flags.c_contiguous:
+        return arr, None
+    work = np.ascontiguousarray(arr)
+
+    def copy_back():
+        arr[...] = work
+
+    return work, copy_back
+
+
+# ---- shared memory ----------------------------------------------------------
+
+
+class _Shm:
+    """One block from ringd_alloc(): "shared" while the client has it,
+    "private" once close() moved it to anonymous memory, "gone" when freed."""
+
+    __slots__ = ("addr", "size", "mapped", "state", "dead")
+
+    def __init__(self, addr, size):
+        self.addr = addr
+        self.size = size
+        self.mapped = (size + _PAGE - 1) // _PAGE * _PAGE
+        self.state = "shared"
+        self.dead = False  # no array refers to it any more
+
+
+class _ShmOwner:
+    """The base object of every array over a _Shm: while any view exists, it
+    exists; when the last one goes, the block is released."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+    def __init__(self, shm):
+        self.__array_interface__ = {
+            "data": (shm.addr, False),
+            "shape": (shm.size,),
+            "typestr": "|u1",
+            "version": 3,
+        }
+
+
+def _shm_released(state, shm):
+    """Finalizer of a _ShmOwner. It may run in any thread, in the middle of
+    anything, even of a call on this connection: ringd_free() waits for the
+    next call on the connection (State.flush); private memory is unmapped at
+    once unless the connection is busy or closing (then close() or the next
+    flush does it)."""
+    shm.dead = True
+    if shm.state == "private" and not state.closing and state.lock.acquire(blocking=False):
+        try:
+            if shm.state == "private":
+                _libc.munmap(shm.addr, shm.mapped)
+                shm.state = "gone"
+                state.shms.pop(id(shm), None)
+        finally:
+            state.lock.release()
+    else:
+        state.dead.append(shm)
+
+
+# ---- the connection state -------------------------------------------------------
+
+
+class _State:
+    """What a Connection owns, apart from the Connection object itself, so that
+    a finalizer can close it when the Connection is garbage."""
+
+    def __init__(self, lib, ptr, path):
+        self.lib = lib
+        self.ptr = ptr
+        self.path = path
+        self.pid = os.getpid()
+        self.lock = threading.RLock()
+        self.pending = collections.deque()  # Requests in submission order
+        self.shms = {}  # id -> _Shm not yet freed
+        self.dead = []  # _Shm whose arrays are all gone, to free
+        self.closing = False
+
+    def check(self, what):
+        if self.ptr is None:
+            raise make_error(_lib.ECLOSED, f"{what}: the connection is closed; connect again")
+        if self.pid != os.getpid():
+            raise make_error(
+                _lib.ECLOSED,
+                f"{what}: the connection was opened in process {self.pid}, before a fork; "
+                "connect again in this process",
+            )
+
+    def flush(self):
+        """Frees the blocks whose arrays are gone (lock held). Only while no
+        request is in flight, so that nothing still uses them."""
+        if self.pending or not self.dead:
+            return
+        while self.dead:
+            shm = self.dead.pop()
+            if shm.state == "shared" and self.ptr is not None:
+                self.lib.c.ringd_free(self.ptr, shm.addr)
+            elif shm.state == "private":
+                _libc.munmap(shm.addr, shm.mapped)
+            shm.state = "gone"
+            self.shms.pop(id(shm), None)
+
+    def close(self):
+        with self.lock:
+            if self.ptr is None:
+                return
+            if self.pid != os.getpid():
+                self.ptr = None  # the parent's client: not ours to close
+                return
+            # Finish what already completed; fail the rest.
+            for req in list(self.pending):
+                if not req._finish_one(0):
+                    break
+            for req in list(self.pending):
+                req._complete(
+                    make_error(_lib.ECLOSED, f"{req._what}: the connection was closed first")
+                )
+            self.closing = True
+            live = [s for s in self.shms.values() if s.state == "shared" and not s.dead]
+            saved = [ctypes.string_at(s.addr, s.size) for s in live]
+            ptr, self.ptr = self.ptr, None
+            lost = self._close_and_remap(ptr, live)
+            for s, data in zip(live, saved):
+                if s.state == "private":
+                    ctypes.memmove(s.addr, data, s.size)
+            for s in list(self.shms.values()):
+                if s.state == "shared" or (s.state == "private" and s.dead):
+                    if s.state == "private":
+                        _libc.munmap(s.addr, s.mapped)
+                    s.state = "gone"
+                if s.state == "gone":
+                    self.shms.pop(id(s), None)
+            self.dead.clear()
+            self.closing = False
+        if lost:
+            warnings.warn(
+                f"ringd: {lost} array(s) from Connection.empty() could not be kept "
+                "after close() and must not be used any more",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _close_and_remap(self, ptr, live):
+        """ringd_close(), then private memory at the addresses of the live
+        blocks, with no other Python thread running in between (it could map
+        something there). Returns how many blocks could not be kept."""
+        if not live:
+            self.lib.c.ringd_close(ptr)
+            return 0
+        lost = 0
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1000.0)
+        try:
+            self.lib.py.ringd_close(ptr)
+            for s in live:
+                got = _libc.mmap(
+                    s.addr, s.mapped, _PROT_RW, _MAP_PRIVATE_ANON | _MAP_FIXED_NOREPLACE, -1, 0
+                )
+                if got == s.addr:
+                    s.state = "private"
+                else:
+                    if got not in (None, _MAP_FAILED):
+                        _libc.munmap(got, s.mapped)
+                    s.state = "gone"
+                    lost += 1
+        finally:
+            sys.setswitchinterval(interval)
+        return lost
+
+
+def _finalize_state(state):
+    try:
+        state.close()
+    except Exception:  # never raise from a finalizer
+        pass
+
+
+# ---- requests ---------------------------------------------------------------
+
+
+class Request:
+    """A collective in flight, from the *_async methods.
+
+    wait(timeout=None) returns its result (the array, or None for a barrier)
+    or raises its RingError; with a timeout in seconds it raises
+    ringd.WaitTimeout (a TimeoutError) if the time runs out first, and the
+    request stays valid. test() says whether it has completed, without
+    blocking. The arrays given to the collective are kept alive, and must not
+    be touched, until it completes.
+    """
+
+    def __init__(self, state, what, keep, on_done):
+        self._state = state
+        self._what = what
+        self._ptr = ctypes.c_void_p()
+        self._keep = keep
+        self._on_done = on_done
+        self._done = False
+        self._result = None
+        self._error = None
+
+    def __repr__(self):
+        status = "pending" if not self._done else ("failed" if self._error else "done")
+        return f"<ringd.Request {self._what} {status}>"
+
+    @property
+    def done(self):
+        """True once the request completed, successfully or not."""
+        return self._done
+
+    def _complete(self, error):
+        """Records the outcome (lock held). The request leaves the queue."""
+        try:
+            self._state.pending.remove(self)
+        except ValueError:
+            pass
+        self._ptr = None
+        if error is None and self._on_done is not None:
+            try:
+                self._result = self._on_done()
+            except Exception as e:  # a failed copy-back
+                error = e
+        self._error = error
+        self._keep = self._on_done = None
+        self._done = True
+
+    def _finish_one(self, timeout_ms):
+        """ringd_wait() on this request alone (lock held); True if complete."""
+        if self._done:
+            return True
+        state = self._state
+        rc = state.lib.c.ringd_wait(self._ptr, timeout_ms)
+        if rc == _lib.EINPROGRESS:
+            return False
+        self._complete(state.lib.error(rc, state.ptr) if rc < 0 else None)
+        return True
+
+    def _advance(self, timeout_ms):
+        """Completes the requests before this one, then this one (lock held)."""
+        if self._done:
+            return True
+        if self._state.pid != os.getpid():
+            self._complete(make_error(_lib.ECLOSED, f"{self._what}: submitted before a fork"))
+            return True
+        for req in list(self._state.pending):
+            if not req._finish_one(timeout_ms):
+                return False
+            if req is self:
+                return True
+        return self._done
+
+    def test(self):
+        """True if the request has completed (then wait() returns at once)."""
+        with self._state.lock:
+            return self._advance(0)
+
+    def wait(self, timeout=None):
+        """Waits for completion; returns the result or raises the error."""
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            if deadline is None:
+                slice_ms = WAIT_SLICE_MS
+            else:
+                left = deadline - time.monotonic()
+                slice_ms = max(0, min(WAIT_SLICE_MS, int(left * 1000)))
+            with self._state.lock:
+                done = self._advance(slice_ms)
+            if done:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise make_error(
+                    _lib.EINPROGRESS, f"{self._what}: not complete after {timeout} s"
+                )
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+# ---- the connection -------------------------------------------------------------
+
+
+class Connection:
+    """A training process's connection to its host's ringd daemon.
+
+    Made by ringd.connect(). Attributes rank, size, local_rank, local_size.
+    Collectives work on NumPy arrays: in place ones (allreduce, broadcast)
+    return the array they were given; the others return a new array, or fill
+    out= when given. Every collective takes name= (up to 64 bytes, used in
+    error messages) and timeout= (seconds; default the daemon's
+    collective_timeout). Every rank must make the same sequence of collectives
+    with the same shapes, dtypes and ops. Failures raise ringd.RingError with
+    the library's or the daemon's message.
+    """
+
+    def __init__(self, path=None):
+        lib = _lib.load()
+        ptr = ctypes.c_void_p()
+        arg = None if path is None else os.fsencode(path)
+        rc = lib.c.ringd_connect(arg, ctypes.byref(ptr))
+        if rc < 0:
+            raise lib.error(rc, None)
+        self._state = _State(lib, ptr.value, path)
+        self._finalizer = weakref.finalize(self, _finalize_state, self._state)
+        c = lib.c
+        self.rank = c.ringd_rank(ptr)
+        self.size = c.ringd_size(ptr)
+        self.local_rank = c.ringd_local_rank(ptr)
+        self.local_size = c.ringd_local_size(ptr)
+
+    def __repr__(self):
+        where = self._state.path or os.environ.get("RINGD_SOCKET") or "the default socket"
+        status = "closed" if self.closed else f"rank {self.rank} of {self.size}"
+        return f"<ringd.Connection {status} (local {self.local_rank} of {self.local_size}) at {where}>"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def closed(self):
+        return self._state.ptr is None
+
+    def close(self):
+        """Closes the connection. Requests still in flight fail with
+        RINGD_ECLOSED. Arrays from empty() stay usable, as private memory
+        holding their last contents. Idempotent."""
+        self._state.close()
+
+    # ---- shared memory ----
+
+    def empty(self, shape, dtype=np.float32):
+        """A C-contiguous array in memory shared with the daemon (zero-filled):
+        collectives on it, or on any view of it, copy nothing. dtype
+        "bfloat16" gives a uint16 array of bit patterns (pass
+        dtype="bfloat16" to the collectives). The memory is released when the
+        last array over it is gone."""
+        npdt = numpy_dtype(dtype)
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * npdt.itemsize
+        if nbytes == 0:
+            return np.empty(shape, npdt)
+        state = self._state
+        with state.lock:
+            state.check("empty")
+            state.flush()
+            addr = state.lib.c.ringd_alloc(state.ptr, nbytes)
+            if not addr:
+                raise state.lib.error(_lib.ENOMEM, state.ptr)
+            shm = _Shm(addr, nbytes)
+            state.shms[id(shm)] = shm
+        owner = _ShmOwner(shm)
+        weakref.finalize(owner, _shm_released, state, shm)
+        return np.asarray(owner).view(npdt).reshape(shape)
+
+    zeros = empty  # the memory is zero-filled
+
+    def empty_like(self, array, dtype=None):
+        """empty() with array's shape and dtype."""
+        return self.empty(array.shape, array.dtype if dtype is None else dtype)
+
+    # ---- submitting ----
+
+    def _submit(self, what, coll, keep, on_done):
+        """Submits coll; returns its Request. keep: objects to hold until it
+        completes; on_done(): called on success, gives the result."""
+        state = self._state
+        with state.lock:
+            state.check(what)
+            state.flush()
+            req = Request(state, what, (coll, keep), on_done)
+            lib = state.lib
+            if lib.has_requests:
+                rc = lib.c.ringd_submit(state.ptr, ctypes.byref(coll), ctypes.byref(req._ptr))
+                if rc < 0:
+                    raise lib.error(rc, state.ptr)
+                state.pending.append(req)
+                return req
+            # A libringd without requests has the blocking allreduce only.
+            if coll.kind != _lib.COLL_ALLREDUCE or coll.op == _lib.WMEAN or coll.timeout_ms:
+                raise make_error(
+                    _lib.EINVAL,
+                    f"{what}: {lib.path} predates ringd_submit() and only has the "
+                    "blocking allreduce (no wmean, no timeout=); use a newer libringd",
+                )
+            rc = lib.c.ringd_allreduce(state.ptr, coll.buf, coll.count, coll.dtype, coll.op)
+            req._complete(lib.error(rc, state.ptr) if rc < 0 else None)
+            return req
+
+    def _collective(self, kind, what, name, timeout, **fields):
+        coll = _lib.Collective(kind=kind, **fields)
+        coll.name = _name_bytes(name, what)
+        coll.timeout_ms = _timeout_ms(timeout, what)
+        return coll
+
+    def _allreduce_req(self, array, op, weight, dtype, name, timeout, what="allreduce"):
+        opv = parse_op(op)
+        if opv == _lib.WMEAN and weight is None:
+            raise ValueError(f"{what}: op 'wmean' needs weight= (this rank's weight)")
+        if opv != _lib.WMEAN and weight is not None:
+            raise ValueError(f"{what}: weight= is for op 'wmean' only, not {_lib.OP_NAMES[opv]!r}")
+        work, copy_back = _inplace(array, what)
+        code = _array_code(array, dtype, what)
+        coll = self._collective(
+            _lib.COLL_ALLREDUCE,
+            what,
+            name,
+            timeout,
+            buf=work.ctypes.data if work.size else None,
+            count=work.size,
+            dtype=code,
+            op=opv,
+            weight=0.0 if weight is None else float(weight),
+        )
+
+        def done():
+            if copy_back:
+                copy_back()
+            return array
+
+        return self._submit(what, coll, (array, work), done)
+
+    def _broadcast_req(self, array, root, dtype, name, timeout, what="broadcast"):
+        work, copy_back = _inplace(array, what)
+        code = _array_code(array, dtype, what)
+        coll = self._collective(
+            _lib.COLL_BROADCAST,
+            what,
+            name,
+            timeout,
+            buf=work.ctypes.data if work.size else None,
+            count=work.size,
+            dtype=code,
+            root=int(root),
+        )
+
+        def done():
+            if copy_back:
+                copy_back()
+            return array
+
+        return self._submit(what, coll, (array, work), done)
+
+    def _out_array(self, out, shape, npdt, what):
+        """(out, work, copy_back) for a result of shape and dtype."""
+        if out is None:
+            out = np.empty(shape, npdt)
+            return out, out, None
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"{what}: out must be a numpy.ndarray, got {type(out).__name__}")
+        if out.shape != tuple(shape) or out.dtype != npdt:
+            raise ValueError(
+                f"{what}: out has shape {out.shape} and dtype {out.dtype}, "
+                f"expected {tuple(shape)} and {npdt}"
+            )
+        work, copy_back = _inplace(out, what)
+        return out, work, copy_back
+
+    def _allgather_req(self, array, out, dtype, name, timeout, what="allgather"):
+        src = np.ascontiguousarray(array)
+        code = _array_code(src, dtype, what)
+        out, work, copy_back = self._out_array(out, (self.size,) + src.shape, src.dtype, what)
+        coll = self._collective(
+            _lib.COLL_ALLGATHER,
+            what,
+            name,
+            timeout,
+            buf=work.ctypes.data if work.size else None,
+            input=src.ctypes.data if src.size else None,
+            count=src.size,
+            dtype=code,
+        )
+
+        def done():
+            if copy_back:
+                copy_back()
+            return out
+
+        return self._submit(what, coll, (array, src, out, work), done)
+
+    def _reduce_scatter_req(self, array, op, weight, out, dtype, name, timeout):
+        what = "reduce_scatter"
+        opv = parse_op(op)
+        if opv == _lib.WMEAN and weight is None:
+            raise ValueError(f"{what}: op 'wmean' needs weight= (this rank's weight)")
+        src = np.ascontiguousarray(array)
+        if src.ndim == 0 or src.shape[0] % self.size:
+            raise ValueError(
+                f"{what}: the first axis ({src.shape[0] if src.ndim else 'none'}) must split "
+                f"into {self.size} equal blocks, one per rank"
+            )
+        code = _array_code(src, dtype, what)
+        shape = (src.shape[0] // self.size,) + src.shape[1:]
+        out, work, copy_back = self._out_array(out, shape, src.dtype, what)
+        coll = self._collective(
+            _lib.COLL_REDUCE_SCATTER,
+            what,
+            name,
+            timeout,
+            buf=work.ctypes.data if work.size else None,
+            input=src.ctypes.data if src.size else None,
+            count=work.size,
+            dtype=code,
+            op=opv,
+            weight=0.0 if weight is None else float(weight),
+        )
+
+        def done():
+            if copy_back:
+                copy_back()
+            return out
+
+        return self._submit(what, coll, (array, src, out, work), done)
+
+    # ---- collectives ----
+
+    def allreduce(self, array, op="sum", *, weight=None, dtype=None, name=None, timeout=None):
+        """Reduces array across all ranks, in place, and returns it.
+
+        op: "sum", "mean" (float types), "min", "max", "prod", or "wmean" with
+        weight= this rank's weight (float types): sum(w_i x_i) / sum(w_i).
+        dtype="bfloat16" reduces a uint16 array of bfloat16 bit patterns."""
+        return self._allreduce_req(array, op, weight, dtype, name, timeout).wait()
+
+    def allreduce_async(self, array, op="sum", *, weight=None, dtype=None, name=None, timeout=None):
+        """allreduce() without waiting: returns a Request whose wait() gives array."""
+        return self._allreduce_req(array, op, weight, dtype, name, timeout, "allreduce_async")
+
+    def broadcast(self, array, root=0, *, dtype=None, name=None, timeout=None):
+        """Overwrites array with the root rank's array, in place, and returns it."""
+        return self._broadcast_req(array, root, dtype, name, timeout).wait()
+
+    def broadcast_async(self, array, root=0, *, dtype=None, name=None, timeout=None):
+        return self._broadcast_req(array, root, dtype, name, timeout, "broadcast_async")
+
+    def allgather(self, array, *, out=None, dtype=None, name=None, timeout=None):
+        """Every rank's array, stacked along a new first axis in rank order:
+        a new array of shape (size,) + array.shape, or out."""
+        return self._allgather_req(array, out, dtype, name, timeout).wait()
+
+    def allgather_async(self, array, *, out=None, dtype=None, name=None, timeout=None):
+        return self._allgather_req(array, out, dtype, name, timeout, "allgather_async")
+
+    def reduce_scatter(
+        self, array, op="sum", *, weight=None, out=None, dtype=None, name=None, timeout=None
+    ):
+        """Splits array along its first axis into size equal blocks and returns
+        block `rank` of the reduction over all ranks: shape
+        (array.shape[0] // size,) + array.shape[1:]."""
+        return self._reduce_scatter_req(array, op, weight, out, dtype, name, timeout).wait()
+
+    def reduce_scatter_async(
+        self, array, op="sum", *, weight=None, out=None, dtype=None, name=None, timeout=None
+    ):
+        return self._reduce_scatter_req(array, op, weight, out, dtype, name, timeout)
+
+    def barrier(self, *, name=None, timeout=None):
+        """Returns once every rank has entered the barrier."""
+        self.barrier_async(name=name, timeout=timeout).wait()
+
+    def barrier_async(self, *, name=None, timeout=None):
+        coll = self._collective(_lib.COLL_BARRIER, "barrier", name, timeout)
+        return self._submit("barrier", coll, None, None)
+
+    # ---- raw buffers, for front ends such as ringd.torch ----
+
+    def _allreduce_ptr(
+        self, ptr, count, code, op, weight=None, keep=None, on_done=None, name=None,
+        what="allreduce",
+    ):
+        """Submits an allreduce of count elements of ringd dtype code at address
+        ptr, which keep keeps valid until completion; on_done() gives the
+        Request's result. Returns the Request."""
+        opv = parse_op(op)
+        if opv == _lib.WMEAN and weight is None:
+            raise ValueError(f"{what}: op 'wmean' needs weight= (this rank's weight)")
+        if opv != _lib.WMEAN and weight is not None:
+            raise ValueError(f"{what}: weight= is for op 'wmean' only, not {_lib.OP_NAMES[opv]!r}")
+        coll = self._collective(
+            _lib.COLL_ALLREDUCE,
+            what,
+            name,
+            None,
+            buf=ptr if count else None,
+            count=count,
+            dtype=code,
+            op=opv,
+            weight=0.0 if weight is None else float(weight),
+        )
+        return self._submit(what, coll, keep, on_done)
+
+    def _broadcast_ptr(self, ptr, count, code, root, keep=None, on_done=None, name=None,
+                       what="broadcast"):
+        """Submits a broadcast of count elements at ptr; see _allreduce_ptr."""
+        coll = self._collective(
+            _lib.COLL_BROADCAST,
+            what,
+            name,
+            None,
+            buf=ptr if count else None,
+            count=count,
+            dtype=code,
+            root=int(root),
+        )
+        return self._submit(what, coll, keep, on_done)
+
+
+def connect(path=None):
+    """Connects to the local ringd daemon and joins the ring's ranks.
+
+    path: the daemon's Unix socket; None means $RINGD_SOCKET, else
+    /run/ringd/ringd.sock. The local rank is $RINGD_LOCAL_RANK, else
+    $LOCAL_RANK, else chosen by the daemon. Also a context manager:
+
+        with ringd.connect() as c:
+            c.allreduce(grad, op="mean")
+    """
+    return Connection(path)
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def default_connection():
+    """The process's shared connection (ringd.torch uses it when not given
+    one), made by connect() on first use."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = connect()
+        return _default
+
+
+def init(path=None):
+    """Makes the process's shared connection, to path, and returns it."""
+    global _default
+    with _default_lock:
+        if _default is not None and not _default.closed:
+            raise RuntimeError("ringd.init(): the shared connection already exists")
+        _default = connect(path)
+        return _default
