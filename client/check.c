@@ -158,10 +158,14 @@ static int64_t input(ringd_dtype t, ringd_op op, int r, int n, size_t i)
  * PROD wrap in 64 bits, then put() truncates: the same as wrapping in t. */
 static void expect(ringd_dtype t, ringd_op op, int n, size_t i, void *buf)
 {
+    /* WMEAN weighs rank r by r + 1 (see ringctl's allreduce). */
     int64_t acc = input(t, op, 0, n, i);
     for (int r = 1; r < n; r++) {
         int64_t v = input(t, op, r, n, i);
         switch (op) {
+        case RINGD_WMEAN:
+            acc += (r + 1) * v;
+            break;
         case RINGD_SUM:
         case RINGD_MEAN:
             acc = (int64_t)((uint64_t)acc + (uint64_t)v);
@@ -181,8 +185,10 @@ static void expect(ringd_dtype t, ringd_op op, int n, size_t i, void *buf)
     }
     double fv = (double)acc;
     /* MEAN divides the exact sum once: in float32 for the half types. */
-    if (op == RINGD_MEAN)
-        fv = t == RINGD_FLOAT64 ? (double)acc / n : (double)((float)acc / (float)n);
+    if (op == RINGD_MEAN || op == RINGD_WMEAN) {
+        int64_t d = op == RINGD_MEAN ? n : (int64_t)n * (n + 1) / 2;
+        fv = t == RINGD_FLOAT64 ? (double)acc / (double)d : (double)((float)acc / (float)d);
+    }
     put(t, buf, i, acc, fv);
 }
 

@@ -5,11 +5,12 @@
  * Buffers never travel on the socket. ringd_alloc() creates a sealed memfd,
  * maps it, and passes the fd to the daemon with MSG_REGISTER; the daemon maps
  * the same pages and reduces in place. An allreduce names a registered
- * region and an offset in it. A buffer outside every region is copied
- * through one internal staging region, which grows as needed.
+ * region and an offset in it; buffers outside every region are copied
+ * through staging regions (collective.c).
  *
- * Every request waits for its reply before the call returns, so at most one
- * request is outstanding and replies arrive in order.
+ * The daemon answers requests in order. Collectives may be outstanding
+ * (collective.c); a call that needs its own reply (REGISTER, UNREGISTER)
+ * completes the collectives whose replies come before it on the way.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,29 +22,12 @@
 #include <unistd.h>
 
 #include "ringd.h"
-#include "session.h"
-
-/* Memory shared with the daemon: one memfd, mapped once on each side. */
-struct region {
-    struct region *next;
-    void *base;
-    size_t size; /* the memfd's size: a whole number of pages */
-    uint32_t number;
-};
-
-struct ringd_client {
-    session s; /* its err is the client's last error */
-    msg_welcome w;
-    uint64_t next_id;       /* request ids, from 1 */
-    uint32_t next_region;   /* region numbers, from 1; 0 means "no region" */
-    struct region *regions; /* from ringd_alloc() */
-    struct region *staging; /* for buffers outside every region; NULL until needed */
-};
+#include "client-internal.h"
 
 /* The message of the last failed ringd_connect() of this thread. */
 static _Thread_local char connect_err[SESSION_ERR_MAX];
 
-static int broken(ringd_client *c, const char *what)
+int client_broken(ringd_client *c, const char *what)
 {
     return session_fail(&c->s, c->s.broken < 0 ? c->s.broken : RINGD_ECLOSED,
                         "%s: the session with ringd at %s failed earlier and cannot be used; "
@@ -125,7 +109,7 @@ int ringd_connect(const char *socket_path, ringd_client **out)
     return 0;
 }
 
-static void unmap(struct region *r)
+void client_unmap(struct region *r)
 {
     munmap(r->base, r->size);
     free(r);
@@ -139,9 +123,14 @@ void ringd_close(ringd_client *c)
     while (c->regions) {
         struct region *r = c->regions;
         c->regions = r->next;
-        unmap(r);
+        client_unmap(r);
     }
-    if (c->staging) unmap(c->staging);
+    client_free_requests(c);
+    while (c->spare) {
+        struct region *r = c->spare;
+        c->spare = r->next;
+        client_unmap(r);
+    }
     free(c);
 }
 
@@ -170,7 +159,7 @@ const char *ringd_last_error(const ringd_client *c)
 /* Creates a sealed memfd of at least bytes, maps it, and registers it with
  * the daemon into *out. The fd is closed once the daemon has answered: both
  * sides keep their mapping. Returns 0 or a code with the message set. */
-static int map_region(ringd_client *c, size_t bytes, const char *what, struct region **out)
+int client_map_region(ringd_client *c, size_t bytes, const char *what, struct region **out)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (bytes > SIZE_MAX - (page - 1))
@@ -213,10 +202,10 @@ static int map_region(ringd_client *c, size_t bytes, const char *what, struct re
     int64_t deadline = session_deadline(SESSION_REQUEST_TIMEOUT_MS);
     rc = n < 0 ? session_fail(&c->s, RINGD_EPROTO, "%s: cannot encode REGISTER", what)
                : session_send(&c->s, buf, (size_t)n, fd, deadline, what);
-    if (rc == 0) rc = session_result(&c->s, m.id, deadline, what);
+    if (rc == 0) rc = client_wait_reply(c, m.id, deadline, what);
     close(fd);
     if (rc < 0) {
-        unmap(r);
+        client_unmap(r);
         return rc;
     }
     *out = r;
@@ -229,7 +218,7 @@ fail:
 }
 
 /* Unregisters r (while the session works) and unmaps it. */
-static int unmap_region(ringd_client *c, struct region *r, const char *what)
+int client_unmap_region(ringd_client *c, struct region *r, const char *what)
 {
     int rc = 0;
     if (!c->s.broken) {
@@ -239,9 +228,9 @@ static int unmap_region(ringd_client *c, struct region *r, const char *what)
         int64_t deadline = session_deadline(SESSION_REQUEST_TIMEOUT_MS);
         rc = n < 0 ? session_fail(&c->s, RINGD_EPROTO, "%s: cannot encode UNREGISTER", what)
                    : session_send(&c->s, buf, (size_t)n, -1, deadline, what);
-        if (rc == 0) rc = session_result(&c->s, m.id, deadline, what);
+        if (rc == 0) rc = client_wait_reply(c, m.id, deadline, what);
     }
-    unmap(r);
+    client_unmap(r);
     return rc;
 }
 
@@ -253,11 +242,11 @@ void *ringd_alloc(ringd_client *c, size_t bytes)
         return NULL;
     }
     if (c->s.broken) {
-        broken(c, "ringd_alloc");
+        client_broken(c, "ringd_alloc");
         return NULL;
     }
     struct region *r;
-    if (map_region(c, bytes, "ringd_alloc", &r) < 0) return NULL;
+    if (client_map_region(c, bytes, "ringd_alloc", &r) < 0) return NULL;
     r->next = c->regions;
     c->regions = r;
     return r->base;
@@ -270,97 +259,8 @@ void ringd_free(ringd_client *c, void *p)
         if ((*link)->base == p) {
             struct region *r = *link;
             *link = r->next;
-            unmap_region(c, r, "ringd_free");
+            client_unmap_region(c, r, "ringd_free");
             return;
         }
     }
-}
-
-/* The registered region that holds [p, p + bytes), or NULL. */
-static struct region *find_region(ringd_client *c, const void *p, size_t bytes)
-{
-    uintptr_t a = (uintptr_t)p;
-    for (struct region *r = c->regions; r; r = r->next) {
-        uintptr_t base = (uintptr_t)r->base;
-        if (a >= base && a - base <= r->size && bytes <= r->size - (a - base)) return r;
-    }
-    return NULL;
-}
-
-/* Makes the staging region hold at least bytes. It grows geometrically (up
- * to the daemon's limit) so a training loop settles on one size quickly. */
-static int ensure_staging(ringd_client *c, size_t bytes)
-{
-    if (c->staging && c->staging->size >= bytes) return 0;
-    size_t want = bytes;
-    if (c->staging) {
-        size_t twice = c->staging->size > SIZE_MAX / 2 ? SIZE_MAX : c->staging->size * 2;
-        if (twice > c->w.max_bytes) twice = (size_t)c->w.max_bytes;
-        if (twice > want) want = twice;
-        struct region *old = c->staging;
-        c->staging = NULL;
-        int rc = unmap_region(c, old, "allreduce");
-        if (rc < 0) return rc;
-    }
-    return map_region(c, want, "allreduce", &c->staging);
-}
-
-static int is_float(ringd_dtype dtype)
-{
-    return dtype == RINGD_FLOAT16 || dtype == RINGD_BFLOAT16 || dtype == RINGD_FLOAT32 ||
-           dtype == RINGD_FLOAT64;
-}
-
-int ringd_allreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, ringd_op op)
-{
-    if (!c) return RINGD_EINVAL;
-    size_t esize = ringd_dtype_size(dtype);
-    if (esize == 0)
-        return session_fail(&c->s, RINGD_EINVAL,
-                            "allreduce: unknown dtype %d (see ringd_dtype in ringd.h)", (int)dtype);
-    if ((unsigned)op >= RINGD_OP_COUNT)
-        return session_fail(&c->s, RINGD_EINVAL,
-                            "allreduce: unknown op %d (see ringd_op in ringd.h)", (int)op);
-    if (op == RINGD_MEAN && !is_float(dtype))
-        return session_fail(&c->s, RINGD_EINVAL, "allreduce: op mean needs a float dtype, got %s",
-                            ringd_dtype_name(dtype));
-    if (count > SIZE_MAX / esize || count * esize > c->w.max_bytes)
-        return session_fail(&c->s, RINGD_ETOOBIG,
-                            "allreduce: %zu x %s is more than the daemon's limit of %llu bytes "
-                            "(max_buffer in its configuration); split the buffer",
-                            count, ringd_dtype_name(dtype), (unsigned long long)c->w.max_bytes);
-    size_t bytes = count * esize;
-    if (count > 0 && !buf)
-        return session_fail(&c->s, RINGD_EINVAL, "allreduce: buf is NULL with count %zu", count);
-    if (c->s.broken) return broken(c, "allreduce");
-
-    /* count 0 names no region: the daemon still runs it as a collective. */
-    msg_collective m = {
-        .kind = MSG_COLL_ALLREDUCE, .dtype = (uint8_t)dtype, .op = (uint8_t)op, .count = count};
-    struct region *r = count ? find_region(c, buf, bytes) : NULL;
-    /* The daemon wants elements aligned in the region; copy the odd case. */
-    if (r && ((uintptr_t)buf - (uintptr_t)r->base) % esize != 0) r = NULL;
-    int staged = count > 0 && !r;
-    if (staged) {
-        int rc = ensure_staging(c, bytes);
-        if (rc < 0) return rc;
-        r = c->staging;
-        memcpy(r->base, buf, bytes);
-    }
-    if (r) {
-        m.region = r->number;
-        m.offset = staged ? 0 : (uint64_t)((char *)buf - (char *)r->base);
-    }
-    m.id = c->next_id++;
-
-    uint8_t msg[SESSION_MSG_MAX];
-    int n = msg_encode_collective(msg, sizeof msg, &m);
-    if (n < 0) return session_fail(&c->s, RINGD_EPROTO, "allreduce: cannot encode COLLECTIVE");
-    int rc = session_send(&c->s, msg, (size_t)n, -1, session_deadline(SESSION_REQUEST_TIMEOUT_MS),
-                          "allreduce");
-    /* The daemon answers within its own collective timeout, so the wait for
-     * the result has no deadline of ours: only a closed socket ends it early. */
-    if (rc == 0) rc = session_result(&c->s, m.id, -1, "allreduce");
-    if (rc == 0 && staged) memcpy(buf, r->base, bytes);
-    return rc;
 }

@@ -67,7 +67,8 @@ static const char usage_allreduce[] =
     "  -n, --count N      elements per allreduce (default 1048576)\n"
     "  -t, --dtype T      int8, uint8, int32, int64, float16, bfloat16, float32,\n"
     "                     float64 (default float32)\n"
-    "  -o, --op O         sum, mean (float types only), min, max, prod (default sum)\n"
+    "  -o, --op O         sum, mean, wmean (float types only; wmean weighs rank r by\n"
+    "                     r + 1), min, max, prod (default sum)\n"
     "  -i, --iters K      timed iterations, >= 1 (default 5)\n"
     "  -w, --warmup W     untimed iterations first (default 1)\n"
     "  -c, --copy         use malloc'd memory (copied through the daemon's staging\n"
@@ -358,7 +359,14 @@ static int run_allreduce(ringd_client *c, const bench_opts *o, void *buf, void *
     for (uint64_t it = 0; it < total; it++) {
         if (bytes) memcpy(buf, in, bytes);
         double t0 = now_ms();
-        int rc = ringd_allreduce(c, buf, o->count, o->dtype, o->op);
+        /* wmean weighs each rank by rank + 1, which check.c expects. */
+        ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE,
+                                 .buf = buf,
+                                 .count = o->count,
+                                 .dtype = o->dtype,
+                                 .op = o->op,
+                                 .weight = ringd_rank(c) + 1.0};
+        int rc = ringd_run(c, &coll);
         double t = now_ms() - t0;
         if (rc < 0) {
             fprintf(stderr, "ringctl: allreduce %" PRIu64 " of %" PRIu64 " failed: %s (%s)\n",
@@ -490,9 +498,9 @@ static int cmd_allreduce(const char *path, int argc, char **argv)
         }
     }
     if (optind < argc) return usage_error("allreduce", "unexpected argument '%s'", argv[optind]);
-    if (o.op == RINGD_MEAN && is_int(o.dtype))
-        return usage_error("allreduce", "--op mean needs a float dtype, got %s",
-                           ringd_dtype_name(o.dtype));
+    if ((o.op == RINGD_MEAN || o.op == RINGD_WMEAN) && is_int(o.dtype))
+        return usage_error("allreduce", "--op %s needs a float dtype, got %s",
+                           ringd_op_name(o.op), ringd_dtype_name(o.dtype));
     if (o.count > SIZE_MAX / ringd_dtype_size(o.dtype))
         return usage_error("allreduce", "--count %" PRIu64 " x %s does not fit in memory", o.count,
                            ringd_dtype_name(o.dtype));

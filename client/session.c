@@ -262,15 +262,34 @@ int session_hello(session *s, uint32_t flags, int32_t local_rank, msg_welcome *o
     return 0;
 }
 
-int session_result(session *s, uint64_t id, int64_t deadline, const char *what)
+int session_readable(session *s, int64_t deadline, const char *what)
+{
+    int rc = wait_ready(s->fd, POLLIN, deadline);
+    if (rc < 0) return breaks(s, io_error(s, -rc, "wait for", what));
+    return rc > 0;
+}
+
+int session_recv_result(session *s, msg_result *r, int64_t deadline, const char *what)
 {
     msg_header h;
     uint8_t body[MSG_MAX_BODY];
     int rc = session_expect(s, MSG_RESULT, &h, body, deadline, what);
     if (rc < 0) return rc;
-    msg_result r;
-    if (msg_decode_result(&h, body, &r) != MSG_OK)
+    if (msg_decode_result(&h, body, r) != MSG_OK)
         return malformed(s, what, "RESULT ", MSG_EMALFORMED);
+    if (r->status > 0)
+        return breaks(s, session_fail(s, RINGD_EPROTO,
+                                      "%s: ringd at %s answered with status %d, not 0 or an error "
+                                      "code",
+                                      what, s->path, (int)r->status));
+    return 0;
+}
+
+int session_result(session *s, uint64_t id, int64_t deadline, const char *what)
+{
+    msg_result r;
+    int rc = session_recv_result(s, &r, deadline, what);
+    if (rc < 0) return rc;
     if (r.id != id)
         return breaks(s, session_fail(s, RINGD_EPROTO,
                                       "%s: ringd at %s answered request %llu while request %llu "
@@ -278,11 +297,6 @@ int session_result(session *s, uint64_t id, int64_t deadline, const char *what)
                                       "version?)",
                                       what, s->path, (unsigned long long)r.id,
                                       (unsigned long long)id));
-    if (r.status > 0)
-        return breaks(s, session_fail(s, RINGD_EPROTO,
-                                      "%s: ringd at %s answered with status %d, not 0 or an error "
-                                      "code",
-                                      what, s->path, (int)r.status));
     if (r.status < 0) {
         if (r.text[0])
             session_fail(s, r.status, "%s", r.text);

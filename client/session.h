@@ -64,6 +64,13 @@ int session_expect(session *s, int type, msg_header *h, uint8_t *body, int64_t d
  * session failure (a wrong id is RINGD_EPROTO). */
 int session_result(session *s, uint64_t id, int64_t deadline, const char *what);
 
+/* Receives one RESULT into *r, whatever its id; 0 or a code that broke the
+ * session (an ERROR from the daemon, a closed socket, a malformed reply). */
+int session_recv_result(session *s, msg_result *r, int64_t deadline, const char *what);
+
+/* Waits until a message starts to arrive: 1, 0 at the deadline, or a code. */
+int session_readable(session *s, int64_t deadline, const char *what);
+
 /* The handshake: sends HELLO and waits for WELCOME into *out. Returns 0, the
  * code of the daemon's MSG_ERROR, or a session failure. */
 int session_hello(session *s, uint32_t flags, int32_t local_rank, msg_welcome *out);

@@ -1,0 +1,64 @@
+/*
+ * client-internal.h - what client.c (session, shared memory) and
+ * collective.c (collectives, requests) share. Not installed.
+ */
+#ifndef RINGD_CLIENT_INTERNAL_H
+#define RINGD_CLIENT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringd.h"
+#include "session.h"
+
+#define CLIENT_MAX_SPARE 4 /* idle staging regions kept for reuse */
+
+/* Memory shared with the daemon: one memfd, mapped once on each side. */
+struct region {
+    struct region *next;
+    void *base;
+    size_t size; /* the memfd's size: a whole number of pages */
+    uint32_t number;
+};
+
+/* A submitted collective, from ringd_submit() until ringd_wait() or
+ * ringd_test() hands back its outcome. */
+struct ringd_request {
+    ringd_client *c;
+    struct ringd_request *next; /* in c->requests, in submission order */
+    uint64_t id;
+    int done; /* its RESULT arrived */
+    int status;
+    char *text; /* the daemon's message when status < 0 */
+    ringd_coll kind;
+    uint8_t *work;          /* the buffer the daemon works on */
+    struct region *staging; /* holds work when the user's buffer is not shared */
+    void *user;             /* where the result goes when staged or moved */
+    size_t result_off;      /* offset of the result in work */
+    size_t result_bytes;    /* bytes of result to deliver to user */
+};
+
+struct ringd_client {
+    session s; /* its err is the client's last error */
+    msg_welcome w;
+    uint64_t next_id;       /* request ids, from 1 */
+    uint32_t next_region;   /* region numbers, from 1; 0 means "no region" */
+    struct region *regions; /* from ringd_alloc() */
+    struct region *spare;   /* idle staging regions */
+    int n_spare;
+    struct ringd_request *requests, *last; /* not yet handed back */
+};
+
+int client_broken(ringd_client *c, const char *what);
+int client_map_region(ringd_client *c, size_t bytes, const char *what, struct region **out);
+int client_unmap_region(ringd_client *c, struct region *r, const char *what);
+void client_unmap(struct region *r);
+
+/* Waits for the RESULT of the request id, completing the collectives whose
+ * results come first. Returns its status (message in c->s.err). */
+int client_wait_reply(ringd_client *c, uint64_t id, int64_t deadline, const char *what);
+
+/* Frees every request and its staging (ringd_close()). */
+void client_free_requests(ringd_client *c);
+
+#endif /* RINGD_CLIENT_INTERNAL_H */

@@ -1,0 +1,431 @@
+/*
+ * collective.c - libringd's collectives: submission, requests, results.
+ *
+ * A collective names a buffer in a shared region, so the daemon works on the
+ * caller's memory in place. A buffer outside every region is staged: copied
+ * into a staging region before the submission and back after the result.
+ * Staging regions are kept for reuse, so a training loop stops mapping new
+ * ones after its first step.
+ *
+ * Requests complete in submission order, because the daemon answers in that
+ * order: whoever reads a RESULT completes the oldest outstanding request,
+ * whether that is ringd_wait() or a call waiting for its own reply.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client-internal.h"
+
+static const char *kind_name(ringd_coll kind)
+{
+    switch (kind) {
+    case RINGD_COLL_ALLREDUCE:
+        return "allreduce";
+    case RINGD_COLL_BROADCAST:
+        return "broadcast";
+    case RINGD_COLL_ALLGATHER:
+        return "allgather";
+    case RINGD_COLL_REDUCE_SCATTER:
+        return "reduce_scatter";
+    case RINGD_COLL_BARRIER:
+        return "barrier";
+    }
+    return "collective";
+}
+
+static int is_float(ringd_dtype dtype)
+{
+    return dtype == RINGD_FLOAT16 || dtype == RINGD_BFLOAT16 || dtype == RINGD_FLOAT32 ||
+           dtype == RINGD_FLOAT64;
+}
+
+/* ---- staging ---- */
+
+/* A staging region of at least bytes: an idle one if one fits, else new. */
+static int take_staging(ringd_client *c, size_t bytes, const char *what, struct region **out)
+{
+    struct region **best = NULL;
+    for (struct region **p = &c->spare; *p; p = &(*p)->next)
+        if ((*p)->size >= bytes && (!best || (*p)->size < (*best)->size)) best = p;
+    if (best) {
+        *out = *best;
+        *best = (*out)->next;
+        c->n_spare--;
+        return 0;
+    }
+    return client_map_region(c, bytes, what, out);
+}
+
+static void give_staging(ringd_client *c, struct region *r)
+{
+    if (c->n_spare >= CLIENT_MAX_SPARE || c->s.broken) {
+        client_unmap_region(c, r, "staging");
+        return;
+    }
+    r->next = c->spare;
+    c->spare = r;
+    c->n_spare++;
+}
+
+/* The registered region that holds [p, p + bytes), or NULL. */
+static struct region *find_region(ringd_client *c, const void *p, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (struct region *r = c->regions; r; r = r->next) {
+        uintptr_t base = (uintptr_t)r->base;
+        if (a >= base && a - base <= r->size && bytes <= r->size - (a - base)) return r;
+    }
+    return NULL;
+}
+
+/* ---- results ---- */
+
+/* Records the outcome of the oldest outstanding request, which r must
+ * answer, and delivers its result. Returns 0, or -1 if r answers nothing. */
+static int complete(ringd_client *c, const msg_result *r)
+{
+    struct ringd_request *q = c->requests;
+    while (q && q->done)
+        q = q->next;
+    if (!q || q->id != r->id) return -1;
+    q->done = 1;
+    q->status = r->status;
+    if (r->status < 0)
+        q->text = strdup(r->text[0] ? r->text : ringd_strerror(r->status));
+    else if (q->result_bytes > 0 && (q->staging || q->user != q->work + q->result_off))
+        memmove(q->user, q->work + q->result_off, q->result_bytes);
+    if (q->staging) give_staging(c, q->staging);
+    q->staging = NULL;
+    return 0;
+}
+
+/* The session broke: every outstanding request fails with its error. */
+static void fail_outstanding(ringd_client *c, int code)
+{
+    for (struct ringd_request *q = c->requests; q; q = q->next) {
+        if (q->done) continue;
+        q->done = 1;
+        q->status = code;
+        q->text = strdup(c->s.err);
+        if (q->staging) client_unmap(q->staging);
+        q->staging = NULL;
+    }
+}
+
+/* Reads one RESULT and completes the request it answers; fills *r. */
+static int read_result(ringd_client *c, msg_result *r, int64_t deadline, const char *what)
+{
+    int rc = session_recv_result(&c->s, r, deadline, what);
+    if (rc < 0) fail_outstanding(c, rc);
+    return rc;
+}
+
+int client_wait_reply(ringd_client *c, uint64_t id, int64_t deadline, const char *what)
+{
+    for (;;) {
+        msg_result r;
+        int rc = read_result(c, &r, deadline, what);
+        if (rc < 0) return rc;
+        if (r.id == id) {
+            if (r.status < 0) session_fail(&c->s, r.status, "%s", r.text[0] ? r.text : what);
+            return r.status;
+        }
+        if (complete(c, &r) < 0) {
+            c->s.broken = RINGD_EPROTO;
+            rc = session_fail(&c->s, RINGD_EPROTO,
+                              "%s: ringd at %s answered request %llu, which is not outstanding",
+                              what, c->s.path, (unsigned long long)r.id);
+            fail_outstanding(c, rc);
+            return rc;
+        }
+    }
+}
+
+static void unlink_request(ringd_client *c, struct ringd_request *q)
+{
+    struct ringd_request *prev = NULL;
+    for (struct ringd_request *p = c->requests; p; prev = p, p = p->next) {
+        if (p != q) continue;
+        if (prev)
+            prev->next = q->next;
+        else
+            c->requests = q->next;
+        if (c->last == q) c->last = prev;
+        return;
+    }
+}
+
+void client_free_requests(ringd_client *c)
+{
+    while (c->requests) {
+        struct ringd_request *q = c->requests;
+        c->requests = q->next;
+        if (q->staging) client_unmap(q->staging);
+        free(q->text);
+        free(q);
+    }
+    c->last = NULL;
+}
+
+/* ---- submission ---- */
+
+/* Checks coll against the contract of ringd.h; sets *elems to the elements of
+ * the buffer the daemon works on. */
+static int check(ringd_client *c, const ringd_collective *coll, size_t *elems)
+{
+    const char *what = kind_name(coll->kind);
+    if (coll->kind < RINGD_COLL_ALLREDUCE || coll->kind > RINGD_COLL_BARRIER)
+        return session_fail(&c->s, RINGD_EINVAL, "unknown collective kind %d (see ringd_coll)",
+                            (int)coll->kind);
+    *elems = 0;
+    if (coll->kind == RINGD_COLL_BARRIER) return 0;
+    size_t esize = ringd_dtype_size(coll->dtype);
+    if (esize == 0)
+        return session_fail(&c->s, RINGD_EINVAL, "%s: unknown dtype %d (see ringd_dtype)", what,
+                            (int)coll->dtype);
+    if (coll->kind == RINGD_COLL_ALLREDUCE || coll->kind == RINGD_COLL_REDUCE_SCATTER) {
+        if ((unsigned)coll->op >= RINGD_OP_COUNT)
+            return session_fail(&c->s, RINGD_EINVAL, "%s: unknown op %d (see ringd_op)", what,
+                                (int)coll->op);
+        if ((coll->op == RINGD_MEAN || coll->op == RINGD_WMEAN) && !is_float(coll->dtype))
+            return session_fail(&c->s, RINGD_EINVAL, "%s: op %s needs a float dtype, got %s", what,
+                                ringd_op_name(coll->op), ringd_dtype_name(coll->dtype));
+        if (coll->op == RINGD_WMEAN && !(coll->weight >= 0 && coll->weight <= 1e300))
+            return session_fail(&c->s, RINGD_EINVAL, "%s: op wmean needs a weight >= 0, got %g",
+                                what, coll->weight);
+    }
+    if (coll->kind == RINGD_COLL_BROADCAST && (coll->root < 0 || coll->root >= c->w.size))
+        return session_fail(&c->s, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)",
+                            coll->root, c->w.size - 1);
+    size_t n = coll->count;
+    int per_rank = coll->kind == RINGD_COLL_ALLGATHER || coll->kind == RINGD_COLL_REDUCE_SCATTER;
+    if (per_rank && n > SIZE_MAX / (size_t)c->w.size)
+        n = SIZE_MAX;
+    else if (per_rank)
+        n *= (size_t)c->w.size;
+    if (n > SIZE_MAX / esize || n * esize > c->w.max_bytes)
+        return session_fail(&c->s, RINGD_ETOOBIG,
+                            "%s: %zu x %s%s is more than the daemon's limit of %llu bytes "
+                            "(max_buffer in its configuration); split the buffer",
+                            what, coll->count, ringd_dtype_name(coll->dtype),
+                            per_rank ? " per rank" : "", (unsigned long long)c->w.max_bytes);
+    if (n > 0 && !coll->buf)
+        return session_fail(&c->s, RINGD_EINVAL, "%s: buf is NULL with count %zu", what,
+                            coll->count);
+    *elems = n;
+    return 0;
+}
+
+int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **req)
+{
+    if (!c || !coll || !req) return RINGD_EINVAL;
+    *req = NULL;
+    const char *what = kind_name(coll->kind);
+    size_t elems;
+    int rc = check(c, coll, &elems);
+    if (rc < 0) return rc;
+    if (c->s.broken) return client_broken(c, what);
+
+    struct ringd_request *q = calloc(1, sizeof *q);
+    if (!q) return session_fail(&c->s, RINGD_ENOMEM, "%s: out of memory", what);
+    q->c = c;
+    q->kind = coll->kind;
+    size_t esize = elems ? ringd_dtype_size(coll->dtype) : 0;
+    size_t bytes = elems * esize, block = coll->count * esize;
+    size_t mine = (size_t)c->w.rank * block;
+    uint8_t *buf = coll->buf;
+
+    /* Where the daemon works, and what of it the caller gets back. */
+    const void *source = buf; /* what the work buffer starts as */
+    if (coll->kind == RINGD_COLL_ALLGATHER && coll->input && bytes > 0)
+        memmove(buf + mine, coll->input, block);
+    if (coll->kind == RINGD_COLL_REDUCE_SCATTER) {
+        if (coll->input) source = coll->input;
+        q->result_off = mine;
+        q->result_bytes = block;
+    } else {
+        q->result_bytes = bytes;
+    }
+    q->user = buf;
+    struct region *r = bytes ? find_region(c, source, bytes) : NULL;
+    /* The daemon wants elements aligned in their region; stage the odd case,
+     * and a reduce-scatter input, which must stay as it is. */
+    if (r && (((uintptr_t)source - (uintptr_t)r->base) % esize != 0 || source != (void *)buf))
+        r = NULL;
+    if (bytes > 0 && !r) {
+        rc = take_staging(c, bytes, what, &q->staging);
+        if (rc < 0) {
+            free(q);
+            return rc;
+        }
+        r = q->staging;
+        memcpy(r->base, source, bytes);
+    }
+    /* Unstaged, the work buffer is the caller's own (source is buf then). */
+    q->work = q->staging ? q->staging->base : bytes ? buf : NULL;
+
+    msg_collective m = {.id = c->next_id++,
+                        .kind = (uint8_t)coll->kind,
+                        .dtype = (uint8_t)coll->dtype,
+                        .op = (uint8_t)coll->op,
+                        .region = r ? r->number : 0,
+                        .offset = r ? (uint64_t)(q->work - (uint8_t *)r->base) : 0,
+                        .count = coll->count,
+                        .root = coll->root,
+                        .weight = coll->weight,
+                        .timeout_ms = coll->timeout_ms};
+    if (coll->name) snprintf(m.name, sizeof m.name, "%s", coll->name);
+    q->id = m.id;
+    uint8_t msg[SESSION_MSG_MAX];
+    int n = msg_encode_collective(msg, sizeof msg, &m);
+    rc = n < 0 ? session_fail(&c->s, RINGD_EPROTO, "%s: cannot encode COLLECTIVE", what)
+               : session_send(&c->s, msg, (size_t)n, -1,
+                              session_deadline(SESSION_REQUEST_TIMEOUT_MS), what);
+    if (rc < 0) {
+        if (q->staging) give_staging(c, q->staging);
+        free(q);
+        return rc;
+    }
+    if (c->last)
+        c->last->next = q;
+    else
+        c->requests = q;
+    c->last = q;
+    *req = q;
+    return 0;
+}
+
+int ringd_wait(ringd_request *req, int timeout_ms)
+{
+    if (!req) return RINGD_EINVAL;
+    ringd_client *c = req->c;
+    const char *what = kind_name(req->kind);
+    int64_t deadline = timeout_ms < 0 ? -1 : session_deadline(timeout_ms);
+    while (!req->done) {
+        if (deadline >= 0) {
+            int rc = session_readable(&c->s, deadline, what);
+            if (rc == 0) return RINGD_EINPROGRESS;
+            if (rc < 0) {
+                fail_outstanding(c, rc);
+                break;
+            }
+        }
+        /* The daemon answers within its collective timeout: a reply that has
+         * begun to arrive is whole within moments. */
+        msg_result r;
+        int64_t rest = deadline < 0 ? -1 : session_deadline(SESSION_REQUEST_TIMEOUT_MS);
+        if (read_result(c, &r, rest, what) < 0) break;
+        if (complete(c, &r) < 0) {
+            c->s.broken = RINGD_EPROTO;
+            fail_outstanding(c, session_fail(&c->s, RINGD_EPROTO,
+                                             "%s: ringd at %s answered request %llu, which is "
+                                             "not outstanding",
+                                             what, c->s.path, (unsigned long long)r.id));
+        }
+    }
+    int status = req->status;
+    if (status < 0) session_fail(&c->s, status, "%s", req->text ? req->text : "");
+    unlink_request(c, req);
+    free(req->text);
+    free(req);
+    return status;
+}
+
+int ringd_test(ringd_request *req)
+{
+    return ringd_wait(req, 0);
+}
+
+int ringd_run(ringd_client *c, const ringd_collective *coll)
+{
+    ringd_request *req;
+    int rc = ringd_submit(c, coll, &req);
+    return rc < 0 ? rc : ringd_wait(req, -1);
+}
+
+/* ---- the named forms ---- */
+
+int ringd_iallreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, ringd_op op,
+                     ringd_request **req)
+{
+    if (op == RINGD_WMEAN && c)
+        return session_fail(&c->s, RINGD_EINVAL,
+                            "allreduce: op wmean needs each rank's weight: use ringd_run() or "
+                            "ringd_submit() with ringd_collective.weight");
+    ringd_collective coll = {
+        .kind = RINGD_COLL_ALLREDUCE, .buf = buf, .count = count, .dtype = dtype, .op = op};
+    return ringd_submit(c, &coll, req);
+}
+
+int ringd_ibroadcast(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, int root,
+                     ringd_request **req)
+{
+    ringd_collective coll = {
+        .kind = RINGD_COLL_BROADCAST, .buf = buf, .count = count, .dtype = dtype, .root = root};
+    return ringd_submit(c, &coll, req);
+}
+
+int ringd_iallgather(ringd_client *c, const void *input, void *buf, size_t count, ringd_dtype dtype,
+                     ringd_request **req)
+{
+    ringd_collective coll = {
+        .kind = RINGD_COLL_ALLGATHER, .input = input, .buf = buf, .count = count, .dtype = dtype};
+    return ringd_submit(c, &coll, req);
+}
+
+int ringd_ireduce_scatter(ringd_client *c, const void *input, void *buf, size_t count,
+                          ringd_dtype dtype, ringd_op op, ringd_request **req)
+{
+    ringd_collective coll = {.kind = RINGD_COLL_REDUCE_SCATTER,
+                             .input = input,
+                             .buf = buf,
+                             .count = count,
+                             .dtype = dtype,
+                             .op = op};
+    return ringd_submit(c, &coll, req);
+}
+
+int ringd_ibarrier(ringd_client *c, ringd_request **req)
+{
+    ringd_collective coll = {.kind = RINGD_COLL_BARRIER};
+    return ringd_submit(c, &coll, req);
+}
+
+/* Blocking: submit, then wait. */
+
+int ringd_allreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, ringd_op op)
+{
+    ringd_request *req;
+    int rc = ringd_iallreduce(c, buf, count, dtype, op, &req);
+    return rc < 0 ? rc : ringd_wait(req, -1);
+}
+
+int ringd_broadcast(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, int root)
+{
+    ringd_request *req;
+    int rc = ringd_ibroadcast(c, buf, count, dtype, root, &req);
+    return rc < 0 ? rc : ringd_wait(req, -1);
+}
+
+int ringd_allgather(ringd_client *c, const void *input, void *buf, size_t count, ringd_dtype dtype)
+{
+    ringd_request *req;
+    int rc = ringd_iallgather(c, input, buf, count, dtype, &req);
+    return rc < 0 ? rc : ringd_wait(req, -1);
+}
+
+int ringd_reduce_scatter(ringd_client *c, const void *input, void *buf, size_t count,
+                         ringd_dtype dtype, ringd_op op)
+{
+    ringd_request *req;
+    int rc = ringd_ireduce_scatter(c, input, buf, count, dtype, op, &req);
+    return rc < 0 ? rc : ringd_wait(req, -1);
+}
+
+int ringd_barrier(ringd_client *c)
+{
+    ringd_request *req;
+    int rc = ringd_ibarrier(c, &req);
+    return rc < 0 ? rc : ringd_wait(req, -1);
+}
