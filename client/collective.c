@@ -57,15 +57,27 @@ static int take_staging(ringd_client *c, size_t bytes, const char *what, struct 
     return client_map_region(c, bytes, what, out);
 }
 
+/* Called while a result is being read, so it must not talk to the daemon:
+ * trim_staging() unregisters the surplus later. */
 static void give_staging(ringd_client *c, struct region *r)
 {
-    if (c->n_spare >= CLIENT_MAX_SPARE || c->s.broken) {
-        client_unmap_region(c, r, "staging");
-        return;
-    }
     r->next = c->spare;
     c->spare = r;
     c->n_spare++;
+}
+
+/* Keeps at most CLIENT_MAX_SPARE idle staging regions, dropping the smallest. */
+static void trim_staging(ringd_client *c)
+{
+    while (c->n_spare > CLIENT_MAX_SPARE) {
+        struct region **small = &c->spare;
+        for (struct region **p = &c->spare; *p; p = &(*p)->next)
+            if ((*p)->size < (*small)->size) small = p;
+        struct region *r = *small;
+        *small = r->next;
+        c->n_spare--;
+        client_unmap_region(c, r, "staging");
+    }
 }
 
 /* The registered region that holds [p, p + bytes), or NULL. */
@@ -226,6 +238,7 @@ int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **
     int rc = check(c, coll, &elems);
     if (rc < 0) return rc;
     if (c->s.broken) return client_broken(c, what);
+    trim_staging(c);
 
     struct ringd_request *q = calloc(1, sizeof *q);
     if (!q) return session_fail(&c->s, RINGD_ENOMEM, "%s: out of memory", what);

@@ -41,6 +41,10 @@
 #define MAX_COLLS 1024       /* collectives waiting for local ranks */
 #define MAX_SESSIONS 256
 #define TICK_MS 100
+/* A collective on the ring waits this much past its deadline, so that a host
+ * whose own rank never came (and that fails it at the deadline) can tell the
+ * others why before they time out on their own. */
+#define RING_GRACE_MS 1000
 
 typedef struct region {
     uint32_t id;
@@ -391,7 +395,6 @@ static void coll_fail(local *l, coll *c, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->failure, sizeof c->failure, fmt, ap);
     va_end(ap);
-    log_warn("%s", c->failure);
     c->running = 1;
     c->job = (ring_job){.kind = RINGD_COLL_BARRIER,
                         .dtype = RINGD_UINT8,
@@ -462,7 +465,7 @@ static void coll_run(local *l, coll *c)
                         .root = m0->root,
                         .ranks = l->ranks,
                         .weight = weight,
-                        .deadline = c->deadline,
+                        .deadline = c->deadline + RING_GRACE_MS,
                         .label = c->label,
                         .done = on_ring_done,
                         .data = c};

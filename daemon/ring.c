@@ -83,6 +83,8 @@ struct ring {
     size_t staging_cap;
     pending_abort aborts[MAX_ABORTS];
     int n_aborts;
+    frame_abort unsent[MAX_ABORTS]; /* aborts to pass on once the right link is up */
+    int n_unsent;
     uv_timer_t tick;
     int advancing;
     int closing;
@@ -206,6 +208,26 @@ static void fail_here(ring *r, int status, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Passes an abort to the right neighbour, now or as soon as the link to it is
+ * up: a host that never hears of it would wait for the deadline instead. */
+static void send_abort(ring *r, const frame_abort *ab)
+{
+    if (links_send_abort(r->links, ab) == 0) return;
+    if (r->n_unsent == MAX_ABORTS) {
+        memmove(r->unsent, r->unsent + 1, (MAX_ABORTS - 1) * sizeof *r->unsent);
+        r->n_unsent--;
+    }
+    r->unsent[r->n_unsent++] = *ab;
+}
+
+static void flush_aborts(ring *r)
+{
+    int n = r->n_unsent;
+    r->n_unsent = 0;
+    for (int i = 0; i < n; i++)
+        send_abort(r, &r->unsent[i]);
+}
+
 /* Fails the running collective and tells the ring: the ABORT follows this
  * host's frames of the collective, and every host fails it in turn. */
 static void fail_abort(ring *r, int status, const char *fmt, ...)
@@ -222,7 +244,7 @@ static void fail_abort(ring *r, int status, const char *fmt, ...)
     size_t n = strnlen(r->cur.message, FRAME_MAX_TEXT);
     memcpy(ab.reason, r->cur.message, n);
     ab.reason[n] = '\0';
-    links_send_abort(r->links, &ab);
+    send_abort(r, &ab);
 }
 
 /* Fails the running collective when its frames may be half sent or half
@@ -491,8 +513,9 @@ static void on_tick(uv_timer_t *t)
 
 static void on_up(void *data, link_side side)
 {
-    (void)side;
-    advance(data);
+    ring *r = data;
+    if (side == LINK_RIGHT) flush_aborts(r);
+    advance(r);
 }
 
 static void on_down(void *data, link_side side, const char *why)
@@ -524,7 +547,7 @@ static void on_abort(void *data, const frame_abort *ab)
         p->seq = ab->seq;
         p->code = ab->code;
         snprintf(p->reason, sizeof p->reason, "%s", ab->reason);
-        links_send_abort(r->links, ab);
+        send_abort(r, ab);
     }
     advance(r);
 }

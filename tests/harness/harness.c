@@ -341,6 +341,11 @@ int harness_write_file(harness *h, const char *name, const char *text, char *pat
 
 int harness_init(harness *h, int n, const char *extra_yaml)
 {
+    return harness_init_local(h, n, 1, extra_yaml);
+}
+
+int harness_init_local(harness *h, int n, int local_clients, const char *extra_yaml)
+{
     harness_reset(h);
     if (n < 1 || n > HARNESS_MAX_HOSTS)
         return fail(h, "harness_init: %d hosts, expected 1..%d", n, HARNESS_MAX_HOSTS);
@@ -358,8 +363,8 @@ int harness_init(harness *h, int n, const char *extra_yaml)
     char *text = malloc(cap);
     if (!text) return fail(h, "out of memory");
     size_t off = (size_t)snprintf(
-        text, cap, "# written by the ringd test harness\ncluster: test\nlocal_clients: 1\n%s",
-        extra_yaml ? extra_yaml : "");
+        text, cap, "# written by the ringd test harness\ncluster: test\nlocal_clients: %d\n%s",
+        local_clients, extra_yaml ? extra_yaml : "");
     off += (size_t)snprintf(text + off, cap - off, "hosts:\n");
     for (int i = 0; i < n; i++) {
         harness_daemon *d = &h->d[i];

@@ -77,6 +77,9 @@ void harness_reset(harness *h);
  * at the top level. Starts nothing. */
 int harness_init(harness *h, int n, const char *extra_yaml);
 
+/* The same with local_clients processes per host. */
+int harness_init_local(harness *h, int n, int local_clients, const char *extra_yaml);
+
 /* Writes text to dir/name and stores its path in path (pathlen bytes). */
 int harness_write_file(harness *h, const char *name, const char *text, char *path, size_t pathlen);
 

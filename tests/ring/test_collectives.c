@@ -1,0 +1,495 @@
+/*
+ * test_collectives.c - every collective, several processes per host, async
+ * requests, and what every rank sees when the ranks disagree or one of them
+ * never comes. Real daemons, real clients: one thread per rank.
+ *
+ * Inputs are small integers, exact in every dtype, chosen so that every
+ * expected result is exact too (MEAN divides sums that are multiples of the
+ * number of ranks; WMEAN of equal values is that value). So results are
+ * compared bit for bit with the reference, and across ranks. A separate test
+ * checks WMEAN with unequal values against a double reference within a
+ * stated bound.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringd.h"
+#include "tests/harness/harness.h"
+
+#define YAML "collective_timeout: 30s\nsegment_size: 4KiB\n"
+
+static harness H;
+
+static void setup(void)
+{
+    harness_reset(&H);
+}
+
+static void teardown(void)
+{
+    harness_cleanup(&H);
+}
+
+TestSuite(collectives, .init = setup, .fini = teardown, .timeout = 600);
+TestSuite(async, .init = setup, .fini = teardown, .timeout = 300);
+TestSuite(mismatch, .init = setup, .fini = teardown, .timeout = 300);
+
+/* ---- values ---- */
+
+static int is_float(ringd_dtype t)
+{
+    return t >= RINGD_FLOAT16;
+}
+
+/* Stores the small integer v as element i of buf. */
+static void put(ringd_dtype t, void *buf, size_t i, int64_t v)
+{
+    switch (t) {
+    case RINGD_INT8:
+        ((int8_t *)buf)[i] = (int8_t)v;
+        break;
+    case RINGD_UINT8:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    case RINGD_INT32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case RINGD_INT64:
+        ((int64_t *)buf)[i] = v;
+        break;
+    case RINGD_FLOAT32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case RINGD_FLOAT64:
+        ((double *)buf)[i] = (double)v;
+        break;
+    case RINGD_FLOAT16: {
+        /* Integers up to 2048 are exact in binary16: build the bits. */
+        uint16_t h = 0;
+        if (v != 0) {
+            uint64_t a = (uint64_t)(v < 0 ? -v : v);
+            int e = 63 - __builtin_clzll(a);
+            h = (uint16_t)(((v < 0) << 15) | ((e + 15) << 10) | ((a << (10 - e)) & 0x3ff));
+        }
+        ((uint16_t *)buf)[i] = h;
+        break;
+    }
+    case RINGD_BFLOAT16: {
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16); /* exact: |v| < 256 */
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Rank r's input at i: in [-3, 3] (uint8: [0, 6]); for PROD 1, -1, or 2 on
+ * one rank per element, so nothing overflows; for MEAN multiples of n. */
+static int64_t input(ringd_dtype t, ringd_op op, int r, int n, size_t i)
+{
+    if (op == RINGD_PROD) return (size_t)r == i % (size_t)n ? 2 : ((size_t)r + i) % 2 ? -1 : 1;
+    int64_t v = (int64_t)((r + 1) * (i % 13 + 1) % 7) - 3;
+    if (t == RINGD_UINT8) v += 3;
+    if (op == RINGD_MEAN) v *= n;
+    if (op == RINGD_WMEAN) v = (int64_t)(i % 5) - 2; /* equal on every rank */
+    return v;
+}
+
+static int64_t reduce_ref(ringd_dtype t, ringd_op op, int n, size_t i)
+{
+    int64_t acc = input(t, op, 0, n, i);
+    for (int r = 1; r < n; r++) {
+        int64_t v = input(t, op, r, n, i);
+        switch (op) {
+        case RINGD_SUM:
+        case RINGD_MEAN:
+            acc += v;
+            break;
+        case RINGD_PROD:
+            acc *= v;
+            break;
+        case RINGD_MIN:
+            acc = v < acc ? v : acc;
+            break;
+        case RINGD_MAX:
+            acc = v > acc ? v : acc;
+            break;
+        default:
+            break;
+        }
+    }
+    if (op == RINGD_MEAN) acc /= n;
+    return acc;
+}
+
+/* ---- one rank's work ---- */
+
+typedef struct {
+    int hosts, per_host, n; /* n = hosts x per_host ranks */
+    size_t count;
+    atomic_int failures;
+    char first_failure[1024];
+    pthread_mutex_t mu;
+} job;
+
+static void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void job_fail(job *j, const char *fmt, ...)
+{
+    pthread_mutex_lock(&j->mu);
+    if (atomic_fetch_add(&j->failures, 1) == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(j->first_failure, sizeof j->first_failure, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+static ringd_client *connect_rank(job *j, int idx)
+{
+    ringd_client *c = NULL;
+    int rc = ringd_connect(H.d[idx / j->per_host].socket, &c);
+    if (rc < 0) job_fail(j, "thread %d: connect: %s", idx, ringd_last_error(NULL));
+    return c;
+}
+
+static int check_bytes(job *j, const char *what, int rank, const void *got, const void *want,
+                       size_t bytes)
+{
+    if (memcmp(got, want, bytes) == 0) return 0;
+    size_t k = 0;
+    while (((const uint8_t *)got)[k] == ((const uint8_t *)want)[k])
+        k++;
+    job_fail(j, "%s: rank %d: byte %zu differs from the reference", what, rank, k);
+    return -1;
+}
+
+static const ringd_dtype dtypes[] = {RINGD_INT8,    RINGD_UINT8,    RINGD_INT32,   RINGD_INT64,
+                                     RINGD_FLOAT16, RINGD_BFLOAT16, RINGD_FLOAT32, RINGD_FLOAT64};
+#define N_DTYPES (sizeof dtypes / sizeof *dtypes)
+
+/* Every collective, every dtype, and for the reductions every op. */
+static int all_collectives(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c), n = ringd_size(c);
+    size_t count = j->count;
+    uint8_t *buf = ringd_alloc(c, (size_t)n * count * 8 + 64);
+    uint8_t *plain = malloc((size_t)n * count * 8 + 64), *want = malloc((size_t)n * count * 8);
+    uint8_t *in = malloc((size_t)n * count * 8);
+    char what[128];
+    if (n != j->n) job_fail(j, "rank %d: size %d, expected %d", r, n, j->n);
+
+    for (size_t d = 0; d < N_DTYPES && buf; d++) {
+        ringd_dtype t = dtypes[d];
+        size_t es = ringd_dtype_size(t);
+        /* Alternate shared and plain memory. */
+        uint8_t *b = d % 2 ? plain : buf;
+
+        for (ringd_op op = RINGD_SUM; op < RINGD_OP_COUNT; op++) {
+            if ((op == RINGD_MEAN || op == RINGD_WMEAN) && !is_float(t)) continue;
+            /* allreduce */
+            for (size_t i = 0; i < count; i++) {
+                put(t, b, i, input(t, op, r, n, i));
+                put(t, want, i, reduce_ref(t, op, n, i));
+            }
+            ringd_collective ar = {.kind = RINGD_COLL_ALLREDUCE,
+                                   .buf = b,
+                                   .count = count,
+                                   .dtype = t,
+                                   .op = op,
+                                   .weight = r + 1.0};
+            snprintf(what, sizeof what, "allreduce %s %s", ringd_dtype_name(t), ringd_op_name(op));
+            int rc = ringd_run(c, &ar);
+            if (rc < 0)
+                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+            else
+                check_bytes(j, what, r, b, want, count * es);
+
+            /* reduce_scatter: rank r gets block r of the reduction; the
+             * input is every rank's n blocks. */
+            for (size_t k = 0; k < (size_t)n; k++)
+                for (size_t i = 0; i < count; i++)
+                    put(t, in, k * count + i, input(t, op, r, n, k * count + i));
+            for (size_t i = 0; i < count; i++)
+                put(t, want, i, reduce_ref(t, op, n, (size_t)r * count + i));
+            snprintf(what, sizeof what, "reduce_scatter %s %s", ringd_dtype_name(t),
+                     ringd_op_name(op));
+            ringd_collective rs = {.kind = RINGD_COLL_REDUCE_SCATTER,
+                                   .input = in,
+                                   .buf = b,
+                                   .count = count,
+                                   .dtype = t,
+                                   .op = op,
+                                   .weight = 1.0};
+            rc = ringd_run(c, &rs);
+            if (rc < 0)
+                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+            else
+                check_bytes(j, what, r, b, want, count * es);
+        }
+
+        /* broadcast from every root */
+        for (int root = 0; root < n; root++) {
+            for (size_t i = 0; i < count; i++) {
+                put(t, b, i, r == root ? input(t, RINGD_SUM, root, n, i) : 0);
+                put(t, want, i, input(t, RINGD_SUM, root, n, i));
+            }
+            snprintf(what, sizeof what, "broadcast %s from %d", ringd_dtype_name(t), root);
+            int rc = ringd_broadcast(c, b, count, t, root);
+            if (rc < 0)
+                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+            else
+                check_bytes(j, what, r, b, want, count * es);
+        }
+
+        /* allgather, from a separate input and in place */
+        for (int in_place = 0; in_place < 2; in_place++) {
+            memset(b, 0x5a, (size_t)n * count * es);
+            for (size_t i = 0; i < count; i++) {
+                put(t, in_place ? b + (size_t)r * count * es : in, i, input(t, RINGD_MIN, r, n, i));
+                for (int k = 0; k < n; k++)
+                    put(t, want, (size_t)k * count + i, input(t, RINGD_MIN, k, n, i));
+            }
+            snprintf(what, sizeof what, "allgather %s%s", ringd_dtype_name(t),
+                     in_place ? " in place" : "");
+            int rc = ringd_allgather(c, in_place ? NULL : in, b, count, t);
+            if (rc < 0)
+                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+            else
+                check_bytes(j, what, r, b, want, (size_t)n * count * es);
+        }
+    }
+    int rc = ringd_barrier(c);
+    if (rc < 0) job_fail(j, "barrier: rank %d: %s", r, ringd_last_error(c));
+    free(plain);
+    free(want);
+    free(in);
+    ringd_free(c, buf);
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+static void run(int hosts, int per_host, size_t count, harness_thread_fn fn, const char *yaml,
+                const char *seed_name)
+{
+    cr_assert_eq(harness_init_local(&H, hosts, per_host, yaml), 0, "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed(seed_name), 50), 0, "%s", H.err);
+    job j = {.hosts = hosts, .per_host = per_host, .n = hosts * per_host, .count = count};
+    pthread_mutex_init(&j.mu, NULL);
+    int rc = harness_run_threads(&H, j.n, fn, &j, 400000);
+    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+Test(collectives, every_kind_dtype_and_op_on_3_hosts_with_2_processes_each)
+{
+    run(3, 2, 1031, all_collectives, YAML, "3x2");
+}
+
+Test(collectives, every_kind_dtype_and_op_on_4_hosts_with_1_process_each)
+{
+    run(4, 1, 517, all_collectives, YAML, "4x1");
+}
+
+Test(collectives, every_kind_on_one_host_with_3_processes)
+{
+    run(1, 3, 77, all_collectives, YAML, "1x3");
+}
+
+/* ---- weighted mean with unequal values ---- */
+
+static int wmean_values(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c), n = ringd_size(c);
+    enum { COUNT = 999 };
+    double x[COUNT];
+    for (size_t i = 0; i < COUNT; i++)
+        x[i] = sin((double)(r * COUNT + i)) * 100;
+    ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE,
+                             .buf = x,
+                             .count = COUNT,
+                             .dtype = RINGD_FLOAT64,
+                             .op = RINGD_WMEAN,
+                             .weight = r + 1.0};
+    int rc = ringd_run(c, &coll);
+    if (rc < 0) job_fail(j, "wmean: rank %d: %s", r, ringd_last_error(c));
+    /* Against Σ w_k x_k / Σ w_k in long double: each of the n products,
+     * n - 1 additions and the division rounds once in float64, so the error
+     * is below (2n + 1) u Σ w_k |x_k| / Σ w_k with u = 2^-53. */
+    for (size_t i = 0; i < COUNT && rc == 0; i++) {
+        long double num = 0, den = 0, mag = 0;
+        for (int k = 0; k < n; k++) {
+            long double xk = sinl((long double)(k * COUNT + i)) * 100;
+            xk = (double)xk;
+            num += (k + 1) * xk;
+            mag += (k + 1) * fabsl(xk);
+            den += k + 1;
+        }
+        long double bound = (2 * n + 1) * ldexpl(1, -53) * mag / den;
+        if (fabsl(x[i] - num / den) > bound) {
+            job_fail(j, "wmean: rank %d element %zu: %.17g, want %.17Lg (bound %Lg)", r, i, x[i],
+                     num / den, bound);
+            break;
+        }
+    }
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(collectives, wmean_weighs_each_rank_by_its_own_weight)
+{
+    run(3, 2, 0, wmean_values, YAML, "wmean");
+}
+
+/* ---- async ---- */
+
+#define ASYNC_N 100
+
+static int many_in_flight(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c), n = ringd_size(c);
+    ringd_request *req[ASYNC_N];
+    int32_t *bufs[ASYNC_N];
+    size_t counts[ASYNC_N];
+    /* Mixed sizes, half of them in shared memory. */
+    for (int k = 0; k < ASYNC_N; k++) {
+        counts[k] = (size_t)(k * 7919 % 5000) + (k % 3 == 0 ? 70000 : 1);
+        bufs[k] = k % 2 ? malloc(counts[k] * 4) : ringd_alloc(c, counts[k] * 4);
+        for (size_t i = 0; i < counts[k]; i++)
+            bufs[k][i] = (int32_t)((size_t)r * 1000 + i + (size_t)k);
+        if (ringd_iallreduce(c, bufs[k], counts[k], RINGD_INT32, RINGD_SUM, &req[k]) < 0) {
+            job_fail(j, "async: rank %d: submit %d: %s", r, k, ringd_last_error(c));
+            return -1;
+        }
+    }
+    /* Waiting for the last completes all: the earlier ones test as done. */
+    int rc = ringd_wait(req[ASYNC_N - 1], 60000);
+    if (rc < 0) job_fail(j, "async: rank %d: wait last: %s", r, ringd_last_error(c));
+    for (int k = 0; k < ASYNC_N - 1; k++) {
+        rc = ringd_test(req[k]);
+        if (rc < 0) job_fail(j, "async: rank %d: request %d: %s", r, k, ringd_last_error(c));
+        if (rc == RINGD_EINPROGRESS) job_fail(j, "async: rank %d: request %d not done", r, k);
+    }
+    for (int k = 0; k < ASYNC_N; k++) {
+        for (size_t i = 0; i < counts[k]; i++) {
+            int32_t want =
+                (int32_t)((size_t)n * (i + (size_t)k) + 1000 * (size_t)(n * (n - 1) / 2));
+            if (bufs[k][i] != want) {
+                job_fail(j, "async: rank %d: request %d element %zu: %d, want %d", r, k, i,
+                         bufs[k][i], want);
+                break;
+            }
+        }
+        if (k % 2)
+            free(bufs[k]);
+        else
+            ringd_free(c, bufs[k]);
+    }
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(async, a_hundred_requests_of_mixed_sizes_in_flight_complete_in_order)
+{
+    run(3, 2, 0, many_in_flight, YAML, "async");
+}
+
+/* ---- disagreement and absence ---- */
+
+static int one_rank_differs(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c);
+    float x[100] = {0};
+    /* Rank 3 asks for 99 elements where the others ask for 100. */
+    ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE,
+                             .buf = x,
+                             .count = r == 3 ? 99 : 100,
+                             .dtype = RINGD_FLOAT32,
+                             .op = RINGD_SUM,
+                             .name = "fc1.weight"};
+    int rc = ringd_run(c, &coll);
+    const char *msg = ringd_last_error(c);
+    if (rc != RINGD_EMISMATCH)
+        job_fail(j, "mismatch: rank %d got %s (%s), want RINGD_EMISMATCH", r, ringd_errname(rc),
+                 msg);
+    else if (!strstr(msg, "fc1.weight") || !strstr(msg, "differs") || !strstr(msg, "rank 3") ||
+             !strstr(msg, "99"))
+        job_fail(j, "mismatch: rank %d: the message does not say what differs where: %s", r, msg);
+    /* The ring goes on. */
+    for (size_t i = 0; i < 100; i++)
+        x[i] = 1;
+    rc = ringd_allreduce(c, x, 100, RINGD_FLOAT32, RINGD_SUM);
+    if (rc < 0)
+        job_fail(j, "after mismatch: rank %d: %s", r, ringd_last_error(c));
+    else if (x[0] != (float)j->n)
+        job_fail(j, "after mismatch: rank %d: %g", r, x[0]);
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(mismatch, a_rank_with_another_count_fails_the_collective_on_every_rank)
+{
+    run(3, 2, 0, one_rank_differs, YAML, "mismatch");
+}
+
+Test(mismatch, on_4_hosts_names_the_rank_on_every_rank)
+{
+    run(4, 1, 0, one_rank_differs, YAML, "mismatch4");
+}
+
+static int one_rank_missing(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c);
+    float x[10] = {0};
+    int rc = ringd_allreduce(c, x, 10, RINGD_FLOAT32, RINGD_SUM);
+    const char *msg = ringd_last_error(c);
+    if (rc != RINGD_ETIMEDOUT)
+        job_fail(j, "missing: rank %d got %s (%s), want RINGD_ETIMEDOUT", r, ringd_errname(rc),
+                 msg);
+    else if (!strstr(msg, "rank(s) 5"))
+        job_fail(j, "missing: rank %d: the message does not name rank 5: %s", r, msg);
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(mismatch, a_process_that_never_comes_gives_a_timeout_naming_it)
+{
+    cr_assert_eq(harness_init_local(&H, 3, 2, "collective_timeout: 2s\n"), 0, "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("missing"), 50), 0, "%s", H.err);
+    /* Five of the six ranks: host h2's second process never starts. */
+    job j = {.hosts = 3, .per_host = 2, .n = 6};
+    pthread_mutex_init(&j.mu, NULL);
+    int64_t t0 = harness_now_ms();
+    int rc = harness_run_threads(&H, 5, one_rank_missing, &j, 60000);
+    int64_t took = harness_now_ms() - t0;
+    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+    /* Within the deadline, with a margin for a loaded machine. */
+    cr_expect_lt(took, 2000 + 8000, "took %lld ms", (long long)took);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
