@@ -1,0 +1,57 @@
+"""Fixtures of the Python client's tests: a 4-host ring of real ringd daemons
+on 127.0.0.1 (free ports, generated config) and one process per rank.
+
+ctest sets RINGD_LIBRARY and RINGD_BIN to the build's libringd and ringd; run
+by hand, the package finds them in the checkout's build/ (see ringd._lib).
+"""
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "client", "python"))
+sys.path.insert(0, HERE)
+# The rank processes (multiprocessing, spawn) inherit both through sys.path.
+
+from ringd.launch import LocalRing  # noqa: E402
+from ringpool import RankPool  # noqa: E402
+
+HOSTS = 4
+# Short enough that a test that went wrong fails fast, long enough for a
+# loaded 2-core machine running four daemons and four clients.
+RING_CONFIG = "collective_timeout: 20s\n"
+
+
+@pytest.fixture(scope="session")
+def ring():
+    with LocalRing(HOSTS, extra_yaml=RING_CONFIG) as r:
+        yield r
+
+
+class _PoolHolder:
+    def __init__(self, ring):
+        self.ring = ring
+        self.pool = None
+
+    def get(self):
+        if self.pool is None or self.pool.broken:
+            if self.pool is not None:
+                self.pool.close()
+            self.pool = RankPool(self.ring)
+        return self.pool
+
+
+@pytest.fixture(scope="session")
+def _pool_holder(ring):
+    holder = _PoolHolder(ring)
+    yield holder
+    if holder.pool is not None:
+        holder.pool.close()
+
+
+@pytest.fixture
+def pool(_pool_holder):
+    """The session's rank processes (made again after one was killed)."""
+    return _pool_holder.get()
