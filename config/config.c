@@ -71,6 +71,8 @@ static const struct key top_keys[] = {
     {"backoff_initial", parse_duration, false, FIELD(cfg, backoff_initial_ms), 10, 1 * HOUR},
     {"backoff_max", parse_duration, false, FIELD(cfg, backoff_max_ms), 10, 1 * HOUR},
     {"socket_buffer", parse_size, false, FIELD(cfg, socket_buffer_bytes), 0, 1 * GiB},
+    {"fusion_threshold", parse_size, false, FIELD(cfg, fusion_threshold_bytes), 0, 1 * GiB},
+    {"fusion_max", parse_count, false, FIELD(cfg, fusion_max), 1, 64},
     {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
 };
 
@@ -628,6 +630,8 @@ static void set_defaults(cfg *c) {
     c->backoff_initial_ms = 100;
     c->backoff_max_ms = 5 * SEC;
     c->socket_buffer_bytes = 4 * MiB;
+    c->fusion_threshold_bytes = 4 * MiB;
+    c->fusion_max = 32;
     c->log_level = CFG_LOG_INFO;
 }
 

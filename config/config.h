@@ -46,6 +46,9 @@ typedef struct {
     uint32_t backoff_initial_ms;    /* reconnect backoff start; default 100 ms */
     uint32_t backoff_max_ms;        /* reconnect backoff cap; default 5 s */
     uint32_t socket_buffer_bytes;   /* socket_buffer: SO_SNDBUF/SO_RCVBUF; 0 = kernel default; default 4 MiB */
+    uint64_t fusion_threshold_bytes; /* fusion_threshold: collectives up to this size run
+                                        together; 0 = one at a time; default 4 MiB */
+    int fusion_max;                 /* fusion_max: at most this many at once; 1..64, default 32 */
     cfg_log_level log_level;        /* log_level: debug, info, warn, error; default info */
 } cfg;
 

@@ -61,6 +61,7 @@ typedef struct {
     uv_write_t req;
     links *owner;
     int is_data;
+    void *ctx; /* DATA: handed back to on_sent */
     uint8_t buf[];
 } send_req;
 
@@ -175,8 +176,9 @@ static void on_write_done(uv_write_t *req, int status)
     send_req *s = (send_req *)req;
     links *l = s->owner;
     int is_data = s->is_data;
+    void *ctx = s->ctx;
     free(s);
-    if (is_data) l->cb.on_sent(l->data, status < 0 ? RINGD_ERING : 0);
+    if (is_data) l->cb.on_sent(l->data, ctx, status < 0 ? RINGD_ERING : 0);
 }
 
 /* Sends a control frame already encoded in s->buf (n bytes). */
@@ -190,13 +192,14 @@ static int send_control(conn *c, send_req *s, int n, uv_write_cb cb)
     return rc;
 }
 
-int links_send_data(links *l, const frame_data *d, const uint8_t *payload)
+int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void *ctx)
 {
     if (!l->r || l->r_state != LINK_UP) return RINGD_ERING;
     send_req *s = malloc(sizeof *s + DATA_CAP);
     if (!s) return RINGD_ENOMEM;
     s->owner = l;
     s->is_data = 1;
+    s->ctx = ctx;
     frame_data stamped = *d;
     stamped.epoch = l->r->epoch;
     int n = frame_encode_data(s->buf, DATA_CAP, &stamped);

@@ -43,9 +43,9 @@ typedef struct {
     int (*on_data)(void *data, const frame_data *d, uint8_t **dst, char *why, size_t whylen);
     /* The payload of the frame accepted with LINK_RECV_INTO is in place. */
     void (*on_payload)(void *data, const frame_data *d);
-    /* A frame sent with links_send_data() left this process (or was
+    /* A frame sent with links_send_data(..., ctx) left this process (or was
      * cancelled: status < 0); its payload buffer is free again. */
-    void (*on_sent)(void *data, int status);
+    void (*on_sent)(void *data, void *ctx, int status);
     /* An ABORT arrived on the left link (already checked against its epoch). */
     void (*on_abort)(void *data, const frame_abort *a);
 } links_callbacks;
@@ -74,7 +74,7 @@ void links_reset(links *l, const char *why);
  * payload is not copied: it must stay valid and unchanged until on_sent.
  * Returns 0 or RINGD_ERING. DATA frames of another epoch than their link's
  * are dropped on receipt, never offered to the ring. */
-int links_send_data(links *l, const frame_data *d, const uint8_t *payload);
+int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void *ctx);
 
 /* Sends an ABORT on the right link, behind the frames already queued (so a
  * neighbour sees a collective's data before its abort). Returns 0 or

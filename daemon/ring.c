@@ -36,6 +36,14 @@
  * ring, so every host fails it with the same message and the links stay up;
  * frames of it still in flight are dropped as stale. A lost link or a
  * protocol error drops both links instead (see fail_links()).
+ *
+ * Small collectives run together (fusion): while one is in flight, the next
+ * queued ones start too, up to fusion_max of them and as long as each is no
+ * larger than fusion_threshold, so a burst of small gradients pays the
+ * ring's latency about once instead of once each. Each is still computed
+ * exactly as alone, so fused and unfused runs give the same bits. Frames
+ * carry their collective's seq; a frame of a collective queued here but not
+ * started yet starts it, so hosts need not agree on how many run at once.
  */
 #include "ring.h"
 
@@ -49,8 +57,9 @@
 #include "log.h"
 #include "reduce.h"
 
-#define TICK_MS 100  /* granularity of collective deadlines */
-#define MAX_ABORTS 8 /* aborts remembered for collectives not started here yet */
+#define TICK_MS 100   /* granularity of collective deadlines */
+#define MAX_ABORTS 8  /* aborts remembered for collectives not started here yet */
+#define MAX_ACTIVE 64 /* collectives running at once */
 
 typedef struct {
     ring_job *job; /* the running collective, or NULL */
@@ -61,6 +70,7 @@ typedef struct {
     unsigned steps_left;  /* steps whose chunk has not fully arrived */
     size_t writes;        /* sends not yet completed by the links */
     int reading;          /* a payload is being read into the job's buffer */
+    uint64_t *recv_off;   /* per step: the next byte offset expected */
     int status;
     char message[RING_MAX_MESSAGE];
 } active;
@@ -76,10 +86,11 @@ struct ring {
     const cfg *cfg;
     int me, n;
     links *links;
-    ring_job *head, *tail; /* queue; the head is the active job when one runs */
-    active cur;
-    uint64_t *recv_off; /* per step: the next byte offset expected */
-    uint8_t *staging;   /* where reduce-scatter payloads land before reduction */
+    ring_job *head, *tail;  /* queue, in submission order; the running jobs first */
+    ring_job *next_start;   /* the first queued job not started yet */
+    active act[MAX_ACTIVE]; /* running collectives: a circular buffer in seq order */
+    int first, n_act;
+    uint8_t *staging; /* where reduce-scatter payloads land before reduction */
     size_t staging_cap;
     pending_abort aborts[MAX_ABORTS];
     int n_aborts;
@@ -179,16 +190,30 @@ static const char *neighbour(const ring *r, int side)
     return r->cfg->hosts[mod(r->me + side, r->n)].name;
 }
 
+/* ---- the running collectives ---- */
+
+static active *slot(ring *r, int k)
+{
+    return &r->act[(r->first + k) % MAX_ACTIVE];
+}
+
+/* The running collective of seq, or NULL. Running seqs are consecutive. */
+static active *find_active(ring *r, uint64_t seq)
+{
+    if (r->n_act == 0) return NULL;
+    uint64_t first = slot(r, 0)->job->seq;
+    return seq >= first && seq - first < (uint64_t)r->n_act ? slot(r, (int)(seq - first)) : NULL;
+}
+
 /* ---- failure ---- */
 
-static int record_v(ring *r, int status, const char *fmt, va_list ap)
+static int record_v(active *a, int status, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 
-/* Records the first failure of the running collective; returns 1 if it was
+/* Records the first failure of a running collective; returns 1 if it was
  * the first. */
-static int record_v(ring *r, int status, const char *fmt, va_list ap)
+static int record_v(active *a, int status, const char *fmt, va_list ap)
 {
-    active *a = &r->cur;
     if (!a->job || a->status != 0) return 0;
     a->status = status;
     vsnprintf(a->message, sizeof a->message, fmt, ap);
@@ -196,15 +221,15 @@ static int record_v(ring *r, int status, const char *fmt, va_list ap)
     return 1;
 }
 
-/* Fails the running collective on this host only. */
-static void fail_here(ring *r, int status, const char *fmt, ...)
+/* Fails a running collective on this host only. */
+static void fail_here(active *a, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void fail_here(ring *r, int status, const char *fmt, ...)
+static void fail_here(active *a, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    record_v(r, status, fmt, ap);
+    record_v(a, status, fmt, ap);
     va_end(ap);
 }
 
@@ -228,45 +253,52 @@ static void flush_aborts(ring *r)
         send_abort(r, &r->unsent[i]);
 }
 
-/* Fails the running collective and tells the ring: the ABORT follows this
+/* Fails a running collective and tells the ring: the ABORT follows this
  * host's frames of the collective, and every host fails it in turn. */
-static void fail_abort(ring *r, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void fail_abort(ring *r, active *a, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static void fail_abort(ring *r, int status, const char *fmt, ...)
+static void fail_abort(ring *r, active *a, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int first = record_v(r, status, fmt, ap);
+    int first = record_v(a, status, fmt, ap);
     va_end(ap);
     if (!first || r->n == 1) return;
-    frame_abort ab = {.seq = r->cur.job->seq, .code = status};
-    size_t n = strnlen(r->cur.message, FRAME_MAX_TEXT);
-    memcpy(ab.reason, r->cur.message, n);
+    frame_abort ab = {.seq = a->job->seq, .code = status};
+    size_t n = strnlen(a->message, FRAME_MAX_TEXT);
+    memcpy(ab.reason, a->message, n);
     ab.reason[n] = '\0';
     send_abort(r, &ab);
 }
 
-/* Fails the running collective when its frames may be half sent or half
- * read: both links are dropped, which also fails it at the neighbours at
- * once, and around the ring from there; the links re-form by themselves. */
-static void fail_links(ring *r, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Fails the running collectives when frames may be half sent or half read:
+ * both links are dropped, which also fails them at the neighbours at once,
+ * and around the ring from there; the links re-form by themselves. Every
+ * collective running goes down with the streams: a with this message, the
+ * others saying they went with it. */
+static void fail_links(ring *r, active *a, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static void fail_links(ring *r, int status, const char *fmt, ...)
+static void fail_links(ring *r, active *a, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int first = record_v(r, status, fmt, ap);
+    record_v(a, status, fmt, ap);
     va_end(ap);
-    if (first && r->n > 1) links_reset(r->links, "the collective on this host failed");
+    for (int k = 0; k < r->n_act; k++) {
+        active *o = slot(r, k);
+        if (o != a && o->status == 0)
+            fail_here(o, status, "%s #%" PRIu64 " failed with #%" PRIu64 ": %s", o->job->label,
+                      o->job->seq, a->job->seq, a->message);
+    }
+    if (r->n > 1) links_reset(r->links, "a collective on this host failed");
 }
 
 /* ---- sending ---- */
 
-static void send_segment(ring *r, int g, int c, uint64_t off, uint32_t len, double wsum)
+static void send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t len, double wsum)
 {
-    active *a = &r->cur;
     ring_job *j = a->job;
     frame_data d = {.seq = j->seq,
                     .epoch = 0, /* stamped by the link */
@@ -282,16 +314,16 @@ static void send_segment(ring *r, int g, int c, uint64_t off, uint32_t len, doub
                     .wsum = wsum};
     uint64_t coff, clen;
     chunk_range(r, a, c, &coff, &clen);
-    int rc = links_send_data(r->links, &d, j->buf + coff + off);
+    int rc = links_send_data(r->links, &d, j->buf + coff + off, a);
     if (rc < 0) {
-        fail_links(r, RINGD_ERING, "%s #%" PRIu64 ": cannot send to right neighbour %s: %s",
+        fail_links(r, a, RINGD_ERING, "%s #%" PRIu64 ": cannot send to right neighbour %s: %s",
                    j->label, j->seq, neighbour(r, 1), ringd_strerror(rc));
         return;
     }
     a->writes++;
 }
 
-/* ---- the running collective ---- */
+/* ---- starting ---- */
 
 static const pending_abort *find_abort(const ring *r, uint64_t seq)
 {
@@ -301,40 +333,51 @@ static const pending_abort *find_abort(const ring *r, uint64_t seq)
 }
 
 /* A collective of one host, or of nothing, completes without the ring. */
-static void run_alone(ring *r, ring_job *j)
+static void run_alone(ring *r, active *a)
 {
+    ring_job *j = a->job;
     if (j->count == 0 || (j->kind != RINGD_COLL_ALLREDUCE && j->kind != RINGD_COLL_REDUCE_SCATTER))
         return;
     double divisor = j->op == RINGD_WMEAN ? j->weight : j->ranks;
     if (j->op == RINGD_WMEAN && !(divisor > 0 && isfinite(divisor))) {
-        fail_abort(r, RINGD_EINVAL, "%s #%" PRIu64 ": the weights of all ranks sum to %g", j->label,
-                   j->seq, divisor);
+        fail_abort(r, a, RINGD_EINVAL, "%s #%" PRIu64 ": the weights of all ranks sum to %g",
+                   j->label, j->seq, divisor);
         return;
     }
     reduce_finish(j->dtype, j->op, j->buf, j->count, divisor);
 }
 
-static void start(ring *r, ring_job *j)
+static uint64_t job_bytes(const ring_job *j)
 {
-    active *a = &r->cur;
+    return j->count * ringd_dtype_size(j->dtype);
+}
+
+/* Starts r->next_start: its seq is the next one. */
+static void start(ring *r)
+{
+    ring_job *j = r->next_start;
+    r->next_start = j->next;
+    active *a = &r->act[(r->first + r->n_act++) % MAX_ACTIVE];
+    uint64_t *recv_off = a->recv_off;
     memset(a, 0, sizeof *a);
+    a->recv_off = recv_off;
     a->job = j;
     j->seq = r->stats.seq++;
     a->esize = ringd_dtype_size(j->dtype);
 
     if (j->preset_status < 0) {
-        fail_abort(r, j->preset_status, "%s", j->preset_message);
+        fail_abort(r, a, j->preset_status, "%s", j->preset_message);
         return;
     }
     const pending_abort *pa = find_abort(r, j->seq);
     if (pa) {
         /* Another host failed it before this host's ranks submitted it; the
          * abort has gone on around the ring already. */
-        fail_here(r, pa->code, "%s", pa->reason);
+        fail_here(a, pa->code, "%s", pa->reason);
         return;
     }
     if (r->n == 1 || j->count == 0) {
-        run_alone(r, j);
+        run_alone(r, a);
         return;
     }
 
@@ -346,7 +389,7 @@ static void start(ring *r, ring_job *j)
         j->kind == RINGD_COLL_REDUCE_SCATTER || j->kind == RINGD_COLL_BROADCAST ? n - 2 : 2 * n - 3;
     if (j->kind == RINGD_COLL_BROADCAST) a->dist = mod(r->me - host_of_rank(r, j->root), n);
     for (int g = 0; g < 2 * (n - 1); g++) {
-        r->recv_off[g] = 0;
+        a->recv_off[g] = 0;
         int c = recv_chunk(r, a, g);
         if (c >= 0 && chunk_len(r, a, c) > 0) a->steps_left++;
     }
@@ -358,12 +401,34 @@ static void start(ring *r, ring_job *j)
     int c = send_chunk(r, a, a->first);
     uint64_t bytes = c >= 0 ? chunk_len(r, a, c) : 0;
     for (uint64_t off = 0; off < bytes && a->status == 0; off += seg)
-        send_segment(r, a->first, c, off, (uint32_t)(bytes - off < seg ? bytes - off : seg),
+        send_segment(r, a, a->first, c, off, (uint32_t)(bytes - off < seg ? bytes - off : seg),
                      j->weight);
 
     /* The left neighbour may have started first; its frames wait for us. */
     links_resume(r->links);
 }
+
+static int ring_up(const ring *r)
+{
+    return r->n == 1 || (links_state(r->links, LINK_LEFT) == LINK_UP &&
+                         links_state(r->links, LINK_RIGHT) == LINK_UP);
+}
+
+/* Whether the next queued job may start now, beside those running: only
+ * small ones run together (see the top of this file). */
+static int may_start(const ring *r)
+{
+    const ring_job *j = r->next_start;
+    if (!j || !ring_up(r) || r->n_act == MAX_ACTIVE) return 0;
+    if (r->n_act == 0) return 1;
+    uint64_t limit = r->cfg->fusion_threshold_bytes;
+    if (r->n_act >= (int)r->cfg->fusion_max || job_bytes(j) > limit) return 0;
+    for (int k = 0; k < r->n_act; k++)
+        if (job_bytes(r->act[(r->first + k) % MAX_ACTIVE].job) > limit) return 0;
+    return 1;
+}
+
+/* ---- completing ---- */
 
 static int finished(const active *a)
 {
@@ -386,60 +451,71 @@ static void pop(ring *r, ring_job *j)
     if (!r->head) r->tail = NULL;
 }
 
+/* Completes the oldest running collective: results go back in order. */
 static void complete(ring *r)
 {
-    active *a = &r->cur;
+    active *a = slot(r, 0);
     ring_job *j = a->job;
+    int status = a->status;
+    char message[RING_MAX_MESSAGE];
+    snprintf(message, sizeof message, "%s", a->message);
     a->job = NULL;
+    r->first = (r->first + 1) % MAX_ACTIVE;
+    r->n_act--;
     pop(r, j);
     forget_abort(r, j->seq);
-    if (a->status == 0) {
+    if (status == 0) {
         r->stats.done++;
         log_debug("%s #%" PRIu64 " done", j->label, j->seq);
     } else {
         r->stats.failed++;
-        snprintf(r->stats.last_error, sizeof r->stats.last_error, "%s", a->message);
+        snprintf(r->stats.last_error, sizeof r->stats.last_error, "%s", message);
     }
-    j->done(j, a->status, a->status ? a->message : NULL);
+    j->done(j, status, status ? message : NULL);
 }
 
-static int ring_up(const ring *r)
-{
-    return r->n == 1 || (links_state(r->links, LINK_LEFT) == LINK_UP &&
-                         links_state(r->links, LINK_RIGHT) == LINK_UP);
-}
-
-/* Ends queued jobs that cannot run: the ring is closing. */
+/* Ends queued jobs that have not started: the ring is closing. */
 static void drain_queue(ring *r, int status, const char *message)
 {
-    while (r->head && r->head != r->cur.job) {
-        ring_job *j = r->head;
-        pop(r, j);
+    ring_job *j = r->next_start;
+    if (!j) return;
+    /* The unstarted jobs are the tail of the queue: cut it off. */
+    if (r->head == j) {
+        r->head = r->tail = NULL;
+    } else {
+        ring_job *p = r->head;
+        while (p->next != j)
+            p = p->next;
+        p->next = NULL;
+        r->tail = p;
+    }
+    r->next_start = NULL;
+    while (j) {
+        ring_job *next = j->next;
         r->stats.failed++;
         j->done(j, status, message);
+        j = next;
     }
 }
 
-/* The one place that moves collectives forward: completes the running one
- * when it is finished and starts the next when the ring is up. Every event
- * ends here. */
+/* The one place that moves collectives forward: completes the oldest
+ * running one when it is finished and starts queued ones when they may.
+ * Every event ends here. */
 static void advance(ring *r)
 {
     if (r->advancing) return;
     r->advancing = 1;
     for (;;) {
-        if (r->cur.job) {
-            if (!finished(&r->cur)) break;
+        if (r->n_act > 0 && finished(slot(r, 0))) {
             complete(r);
             continue;
         }
-        if (!r->head) break;
         if (r->closing) {
-            drain_queue(r, RINGD_ESHUTDOWN, "ringd is shutting down");
+            if (r->next_start) drain_queue(r, RINGD_ESHUTDOWN, "ringd is shutting down");
             break;
         }
-        if (!ring_up(r)) break;
-        start(r, r->head);
+        if (!may_start(r)) break;
+        start(r);
     }
     r->advancing = 0;
     /* Deadlines are checked on a coarse tick, and only while jobs wait. */
@@ -453,11 +529,11 @@ static void advance(ring *r)
 
 /* ---- deadlines ---- */
 
-/* Says what a collective past its deadline was waiting for. */
-static void describe_wait(const ring *r, char *out, size_t len)
+/* Says what a collective past its deadline was waiting for (a NULL: one that
+ * has not started). */
+static void describe_wait(const ring *r, const active *a, char *out, size_t len)
 {
-    const active *a = &r->cur;
-    if (!a->job) {
+    if (!a) {
         const cfg_host *right = &r->cfg->hosts[mod(r->me + 1, r->n)];
         link_state ls = links_state(r->links, LINK_LEFT), rs = links_state(r->links, LINK_RIGHT);
         const char *le = links_last_error(r->links, LINK_LEFT);
@@ -472,7 +548,7 @@ static void describe_wait(const ring *r, char *out, size_t len)
     int g = a->first;
     while (g <= a->last) {
         int c = recv_chunk(r, a, g);
-        if (c >= 0 && r->recv_off[g] < chunk_len(r, a, c)) break;
+        if (c >= 0 && a->recv_off[g] < chunk_len(r, a, c)) break;
         g++;
     }
     if (g <= a->last)
@@ -490,17 +566,22 @@ static void on_tick(uv_timer_t *t)
     ring *r = t->data;
     uint64_t now = uv_now(r->loop);
     char why[512];
-    ring_job *j = r->head;
-    if (!j || j->deadline > now) return;
-    describe_wait(r, why, sizeof why);
-    if (r->cur.job == j) {
-        fail_abort(r, RINGD_ETIMEDOUT, "%s #%" PRIu64 " timed out on host %s %s", j->label, j->seq,
-                   r->cfg->hosts[r->me].name, why);
-    } else {
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = slot(r, k);
+        if (a->status != 0 || a->job->deadline > now) continue;
+        describe_wait(r, a, why, sizeof why);
+        fail_abort(r, a, RINGD_ETIMEDOUT, "%s #%" PRIu64 " timed out on host %s %s", a->job->label,
+                   a->job->seq, r->cfg->hosts[r->me].name, why);
+    }
+    /* One that could not even start: nothing to tell the ring. */
+    ring_job *j = r->next_start;
+    if (j && r->n_act == 0 && j->deadline <= now) {
         char msg[RING_MAX_MESSAGE];
+        describe_wait(r, NULL, why, sizeof why);
         snprintf(msg, sizeof msg, "%s timed out before it could start on host %s: %s", j->label,
                  r->cfg->hosts[r->me].name, why);
         log_warn("%s", msg);
+        r->next_start = j->next;
         pop(r, j);
         r->stats.failed++;
         snprintf(r->stats.last_error, sizeof r->stats.last_error, "%s", msg);
@@ -521,13 +602,16 @@ static void on_up(void *data, link_side side)
 static void on_down(void *data, link_side side, const char *why)
 {
     ring *r = data;
-    active *a = &r->cur;
-    if (side == LINK_LEFT) a->reading = 0; /* the payload will not arrive */
-    if (a->job && (a->steps_left > 0 || a->writes > 0)) {
-        const cfg_host *peer = &r->cfg->hosts[mod(r->me + (side == LINK_LEFT ? -1 : 1), r->n)];
-        fail_links(r, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s",
-                   a->job->label, a->job->seq, side == LINK_LEFT ? "left" : "right", peer->name,
-                   peer->address, why);
+    const cfg_host *peer = &r->cfg->hosts[mod(r->me + (side == LINK_LEFT ? -1 : 1), r->n)];
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = slot(r, k);
+        if (side == LINK_LEFT) a->reading = 0; /* the payload will not arrive */
+        if (a->status == 0 && (a->steps_left > 0 || a->writes > 0)) {
+            fail_links(r, a, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s",
+                       a->job->label, a->job->seq, side == LINK_LEFT ? "left" : "right", peer->name,
+                       peer->address, why);
+            break; /* fail_links() took the others down too */
+        }
     }
     advance(r);
 }
@@ -535,11 +619,11 @@ static void on_down(void *data, link_side side, const char *why)
 static void on_abort(void *data, const frame_abort *ab)
 {
     ring *r = data;
-    active *a = &r->cur;
-    if (a->job && ab->seq == a->job->seq) {
+    active *a = find_active(r, ab->seq);
+    if (a) {
         /* The first failure wins; an abort of a collective that already
          * failed here stops, so each abort goes round the ring once. */
-        if (a->status == 0) fail_abort(r, ab->code, "%s", ab->reason);
+        if (a->status == 0) fail_abort(r, a, ab->code, "%s", ab->reason);
     } else if (ab->seq >= r->stats.seq && !find_abort(r, ab->seq)) {
         /* Not started here yet: remember it, and pass it on now. */
         if (r->n_aborts == MAX_ABORTS) r->n_aborts--;
@@ -552,17 +636,17 @@ static void on_abort(void *data, const frame_abort *ab)
     advance(r);
 }
 
-static int protocol_error(ring *r, char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static int protocol_error(ring *r, active *a, char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static int protocol_error(ring *r, char *why, size_t len, const char *fmt, ...)
+static int protocol_error(ring *r, active *a, char *why, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, len, fmt, ap);
     va_end(ap);
-    fail_links(r, RINGD_EPROTO, "%s #%" PRIu64 ": protocol error from left neighbour %s: %s",
-               r->cur.job->label, r->cur.job->seq, neighbour(r, -1), why);
+    fail_links(r, a, RINGD_EPROTO, "%s #%" PRIu64 ": protocol error from left neighbour %s: %s",
+               a->job->label, a->job->seq, neighbour(r, -1), why);
     return RINGD_EPROTO;
 }
 
@@ -573,8 +657,8 @@ static const char *kind_name(int kind)
     return kind >= 1 && kind <= 5 ? names[kind] : "?";
 }
 
-static void describe(const ring *r, char *out, size_t len, int kind, uint64_t count, int dtype,
-                     int op, uint32_t root)
+static void describe(char *out, size_t len, int kind, uint64_t count, int dtype, int op,
+                     uint32_t root)
 {
     const char *dn = ringd_dtype_name(dtype), *on = ringd_op_name(op);
     if (kind == RINGD_COLL_BARRIER)
@@ -585,7 +669,6 @@ static void describe(const ring *r, char *out, size_t len, int kind, uint64_t co
     else
         snprintf(out, len, "%s of %" PRIu64 " x %s %s", kind_name(kind), count, dn ? dn : "?",
                  on ? on : "?");
-    (void)r;
 }
 
 /* Ranks of host h, for messages: "rank 3" or "ranks 2-3". */
@@ -601,23 +684,26 @@ static void host_ranks(const ring *r, int h, char *out, size_t len)
 static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, size_t whylen)
 {
     ring *r = data;
-    active *a = &r->cur;
+    /* A frame of a collective queued here but not started starts it: the
+     * left neighbour runs it already, and frames of those running here may
+     * be behind it. One not submitted here yet waits in the socket. */
+    while (d->seq >= r->stats.seq && r->next_start && ring_up(r) && r->n_act < MAX_ACTIVE)
+        start(r);
+    active *a = find_active(r, d->seq);
+    if (!a) return d->seq >= r->stats.seq ? LINK_RECV_PAUSE : LINK_RECV_SKIP;
     ring_job *j = a->job;
-
-    /* Frames of a collective this host has not started wait in the socket. */
-    if (!j || d->seq > j->seq) return LINK_RECV_PAUSE;
-    /* Those of one finished or failed here are late, not wrong. */
-    if (d->seq < j->seq || a->status != 0) return LINK_RECV_SKIP;
+    /* Frames of one that failed here are late, not wrong. */
+    if (a->status != 0) return LINK_RECV_SKIP;
 
     if (d->kind != j->kind || d->count != j->count || d->dtype != j->dtype || d->op != j->op ||
         (j->kind == RINGD_COLL_BROADCAST && d->root != (uint32_t)j->root)) {
         char theirs[160], ours[160], lr[32], mr[32];
         int left = mod(r->me - 1, r->n);
-        describe(r, theirs, sizeof theirs, d->kind, d->count, d->dtype, d->op, d->root);
-        describe(r, ours, sizeof ours, j->kind, j->count, j->dtype, j->op, (uint32_t)j->root);
+        describe(theirs, sizeof theirs, d->kind, d->count, d->dtype, d->op, d->root);
+        describe(ours, sizeof ours, j->kind, j->count, j->dtype, j->op, (uint32_t)j->root);
         host_ranks(r, left, lr, sizeof lr);
         host_ranks(r, r->me, mr, sizeof mr);
-        fail_abort(r, RINGD_EMISMATCH,
+        fail_abort(r, a, RINGD_EMISMATCH,
                    "%s #%" PRIu64 " differs between ranks: host %s (%s) submitted a %s, host %s "
                    "(%s) a %s",
                    j->label, j->seq, r->cfg->hosts[left].name, lr, theirs,
@@ -626,17 +712,17 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
     }
 
     int c = recv_chunk(r, a, d->step);
-    if (c < 0) return protocol_error(r, why, whylen, "no data expected at step %u", d->step);
+    if (c < 0) return protocol_error(r, a, why, whylen, "no data expected at step %u", d->step);
     if (d->chunk != (uint32_t)c)
-        return protocol_error(r, why, whylen, "step %u carries chunk %u, expected chunk %d",
+        return protocol_error(r, a, why, whylen, "step %u carries chunk %u, expected chunk %d",
                               d->step, d->chunk, c);
-    if (d->offset != r->recv_off[d->step])
-        return protocol_error(r, why, whylen, "step %u: offset %" PRIu64 ", expected %" PRIu64,
-                              d->step, d->offset, r->recv_off[d->step]);
+    if (d->offset != a->recv_off[d->step])
+        return protocol_error(r, a, why, whylen, "step %u: offset %" PRIu64 ", expected %" PRIu64,
+                              d->step, d->offset, a->recv_off[d->step]);
     uint64_t coff, clen;
     chunk_range(r, a, c, &coff, &clen);
     if (d->length == 0 || d->length % a->esize != 0 || d->length > clen - d->offset)
-        return protocol_error(r, why, whylen,
+        return protocol_error(r, a, why, whylen,
                               "step %u: %u bytes at offset %" PRIu64 " do not fit chunk %d "
                               "(%" PRIu64 " bytes of %zu-byte elements)",
                               d->step, d->length, d->offset, c, clen, a->esize);
@@ -645,8 +731,9 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
         if (d->length > r->staging_cap) {
             uint8_t *p = realloc(r->staging, d->length);
             if (!p) {
-                fail_links(r, RINGD_ENOMEM, "%s #%" PRIu64 ": out of memory for a %u-byte segment",
-                           j->label, j->seq, d->length);
+                fail_links(r, a, RINGD_ENOMEM,
+                           "%s #%" PRIu64 ": out of memory for a %u-byte segment", j->label, j->seq,
+                           d->length);
                 snprintf(why, whylen, "out of memory");
                 return RINGD_ENOMEM;
             }
@@ -664,7 +751,8 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
 static void on_payload(void *data, const frame_data *d)
 {
     ring *r = data;
-    active *a = &r->cur;
+    active *a = find_active(r, d->seq);
+    if (!a) return; /* cannot happen: running jobs complete only after their reads */
     ring_job *j = a->job;
     a->reading = 0;
     if (a->status != 0) {
@@ -685,7 +773,7 @@ static void on_payload(void *data, const frame_data *d)
         if (g == r->n - 2) {
             double divisor = j->op == RINGD_WMEAN ? wsum : j->ranks;
             if (j->op == RINGD_WMEAN && !(divisor > 0 && isfinite(divisor))) {
-                fail_abort(r, RINGD_EINVAL,
+                fail_abort(r, a, RINGD_EINVAL,
                            "%s #%" PRIu64 ": wmean needs positive weights; they sum to %g",
                            j->label, j->seq, divisor);
                 advance(r);
@@ -694,20 +782,21 @@ static void on_payload(void *data, const frame_data *d)
             reduce_finish(j->dtype, j->op, p, elems, divisor);
         }
     }
-    r->recv_off[g] += d->length;
-    if (r->recv_off[g] == clen) a->steps_left--;
-    if (send_chunk(r, a, g + 1) == c) send_segment(r, g + 1, c, d->offset, d->length, wsum);
+    a->recv_off[g] += d->length;
+    if (a->recv_off[g] == clen) a->steps_left--;
+    if (send_chunk(r, a, g + 1) == c) send_segment(r, a, g + 1, c, d->offset, d->length, wsum);
     advance(r);
 }
 
-static void on_sent(void *data, int status)
+static void on_sent(void *data, void *ctx, int status)
 {
     ring *r = data;
-    active *a = &r->cur;
+    active *a = ctx;
     a->writes--;
-    if (status < 0 && a->job)
-        fail_links(r, RINGD_ERING, "%s #%" PRIu64 " failed: sending to right neighbour %s failed",
-                   a->job->label, a->job->seq, neighbour(r, 1));
+    if (status < 0 && a->status == 0)
+        fail_links(r, a, RINGD_ERING,
+                   "%s #%" PRIu64 " failed: sending to right neighbour %s failed", a->job->label,
+                   a->job->seq, neighbour(r, 1));
     advance(r);
 }
 
@@ -721,11 +810,16 @@ int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me)
     r->cfg = c;
     r->me = me;
     r->n = (int)c->n_hosts;
-    r->recv_off = calloc(2 * (size_t)r->n, sizeof *r->recv_off);
+    int rc = 0;
+    for (int k = 0; k < MAX_ACTIVE && rc == 0; k++) {
+        r->act[k].recv_off = calloc(2 * (size_t)r->n, sizeof *r->act[k].recv_off);
+        if (!r->act[k].recv_off) rc = RINGD_ENOMEM;
+    }
     static const links_callbacks cb = {on_up, on_down, on_data, on_payload, on_sent, on_abort};
-    int rc = r->recv_off ? links_new(&r->links, loop, c, me, &cb, r) : RINGD_ENOMEM;
+    if (rc == 0) rc = links_new(&r->links, loop, c, me, &cb, r);
     if (rc < 0) {
-        free(r->recv_off);
+        for (int k = 0; k < MAX_ACTIVE; k++)
+            free(r->act[k].recv_off);
         free(r);
         return rc;
     }
@@ -748,6 +842,7 @@ void ring_submit(ring *r, ring_job *j)
     else
         r->head = j;
     r->tail = j;
+    if (!r->next_start) r->next_start = j;
     advance(r);
 }
 
@@ -757,7 +852,8 @@ static void on_tick_closed(uv_handle_t *h)
     void (*done)(void *) = r->done;
     void *data = r->done_data;
     free(r->staging);
-    free(r->recv_off);
+    for (int k = 0; k < MAX_ACTIVE; k++)
+        free(r->act[k].recv_off);
     free(r);
     if (done) done(data);
 }
@@ -774,11 +870,15 @@ void ring_close(ring *r, int status, const char *message, void (*done)(void *), 
     r->closing = 1;
     r->done = done;
     r->done_data = data;
-    if (r->cur.job) fail_here(r, status, "%s", message);
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = slot(r, k);
+        fail_here(a, status, "%s", message);
+        /* Closing the links stops a payload being read. */
+        a->reading = 0;
+    }
     drain_queue(r, status, message);
-    /* Closing the links cancels the pending sends, and stops a payload being
-     * read; their callbacks finish the running job before on_links_closed. */
-    r->cur.reading = 0;
+    /* Closing the links cancels the pending sends; their callbacks finish
+     * the running jobs before on_links_closed runs. */
     links_close(r->links, on_links_closed, r);
     advance(r);
 }

@@ -75,6 +75,8 @@ Test(config, example_file_parses_with_the_documented_values) {
     cr_assert_eq(c.backoff_initial_ms, 100);
     cr_assert_eq(c.backoff_max_ms, 5000);
     cr_assert_eq(c.socket_buffer_bytes, 4 << 20);
+    cr_assert_eq(c.fusion_threshold_bytes, 4 << 20);
+    cr_assert_eq(c.fusion_max, 32);
     cr_assert_eq(c.log_level, CFG_LOG_INFO);
     cfg_free(&c);
 }
@@ -565,4 +567,16 @@ Test(config, reports_a_path_that_cannot_be_read) {
 Test(config, rejects_a_host_list_that_contains_itself) {
     expect_rejected("cluster: demo\nhosts: &h [*h]\n",
                     "2:8: hosts[0]: expected a mapping with name and address, got a sequence");
+}
+
+Test(config, fusion_can_be_tuned_or_turned_off) {
+    cfg c = parse_ok(MINIMAL "fusion_threshold: 0\nfusion_max: 1\n");
+    cr_assert_eq(c.fusion_threshold_bytes, 0);
+    cr_assert_eq(c.fusion_max, 1);
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "fusion_threshold: 64KiB\nfusion_max: 64\n");
+    cr_assert_eq(c.fusion_threshold_bytes, 64 << 10);
+    cr_assert_eq(c.fusion_max, 64);
+    cfg_free(&c);
+    expect_rejected(MINIMAL "fusion_max: 65\n", "5:13: fusion_max: expected an integer 1..64, got \"65\"");
 }

@@ -493,3 +493,57 @@ Test(mismatch, a_process_that_never_comes_gives_a_timeout_naming_it)
     pthread_mutex_destroy(&j.mu);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
+
+/* ---- fusion ---- */
+
+#define FUSE_N 60
+#define FUSE_MAX 3000
+
+/* Results of rank r's FUSE_N collectives, from one run. */
+static float fuse_out[2][6][FUSE_N][FUSE_MAX];
+static int fuse_run;
+
+static int many_small_floats(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c);
+    ringd_request *req[FUSE_N];
+    for (int k = 0; k < FUSE_N; k++) {
+        size_t count = (size_t)(k * 131 % FUSE_MAX) + 1;
+        float *x = fuse_out[fuse_run][r][k];
+        /* Values whose sums round: the order of reduction shows in the bits. */
+        for (size_t i = 0; i < count; i++)
+            x[i] = (float)sin((double)(r * 7919 + k * 104729 + (int)i)) * 1e3f;
+        if (ringd_iallreduce(c, x, count, RINGD_FLOAT32, k % 2 ? RINGD_SUM : RINGD_MEAN, &req[k]) <
+            0) {
+            job_fail(j, "fusion: rank %d: submit %d: %s", r, k, ringd_last_error(c));
+            return -1;
+        }
+    }
+    for (int k = 0; k < FUSE_N; k++)
+        if (ringd_wait(req[k], 60000) < 0)
+            job_fail(j, "fusion: rank %d: request %d: %s", r, k, ringd_last_error(c));
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(collectives, fused_and_unfused_runs_give_the_same_bits)
+{
+    static const char *const yaml[2] = {YAML "fusion_threshold: 1MiB\nfusion_max: 64\n",
+                                        YAML "fusion_threshold: 0\n"};
+    for (fuse_run = 0; fuse_run < 2; fuse_run++) {
+        harness_reset(&H);
+        run(3, 2, 0, many_small_floats, yaml[fuse_run], fuse_run ? "unfused" : "fused");
+        harness_cleanup(&H);
+    }
+    for (int r = 0; r < 6; r++)
+        for (int k = 0; k < FUSE_N; k++) {
+            size_t count = (size_t)(k * 131 % FUSE_MAX) + 1;
+            cr_assert(memcmp(fuse_out[0][r][k], fuse_out[1][r][k], count * sizeof(float)) == 0,
+                      "rank %d, collective %d: fused and unfused results differ", r, k);
+            cr_assert(memcmp(fuse_out[0][r][k], fuse_out[0][0][k], count * sizeof(float)) == 0,
+                      "collective %d: rank %d differs from rank 0", k, r);
+        }
+}
