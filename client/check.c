@@ -1,5 +1,5 @@
 /*
- * check.c - the data of `ringctl allreduce`; see check.h.
+ * check.c - the data of ringctl's collective commands; see check.h.
  */
 #include "check.h"
 
@@ -154,11 +154,12 @@ static int64_t input(ringd_dtype t, ringd_op op, int r, int n, size_t i)
     return t == RINGD_UINT8 ? v + 3 : v;
 }
 
-/* The allreduce of element i over n ranks, stored into buf. Integer SUM and
- * PROD wrap in 64 bits, then put() truncates: the same as wrapping in t. */
-static void expect(ringd_dtype t, ringd_op op, int n, size_t i, void *buf)
+/* The reduction of element i over n ranks, stored as element at of buf.
+ * Integer SUM and PROD wrap in 64 bits, then put() truncates: the same as
+ * wrapping in t. */
+static void expect(ringd_dtype t, ringd_op op, int n, size_t i, void *buf, size_t at)
 {
-    /* WMEAN weighs rank r by r + 1 (see ringctl's allreduce). */
+    /* WMEAN weighs rank r by r + 1 (see ringctl's run_iterations()). */
     int64_t acc = input(t, op, 0, n, i);
     for (int r = 1; r < n; r++) {
         int64_t v = input(t, op, r, n, i);
@@ -189,15 +190,72 @@ static void expect(ringd_dtype t, ringd_op op, int n, size_t i, void *buf)
         int64_t d = op == RINGD_MEAN ? n : (int64_t)n * (n + 1) / 2;
         fv = t == RINGD_FLOAT64 ? (double)acc / (double)d : (double)((float)acc / (float)d);
     }
-    put(t, buf, i, acc, fv);
+    put(t, buf, at, acc, fv);
+}
+
+static void put_int(ringd_dtype t, void *buf, size_t i, int64_t v)
+{
+    put(t, buf, i, v, (double)v);
+}
+
+size_t check_buf_len(const check_case *k)
+{
+    switch (k->kind) {
+    case RINGD_COLL_ALLGATHER:
+    case RINGD_COLL_REDUCE_SCATTER:
+        return (size_t)k->n * k->count;
+    case RINGD_COLL_BARRIER:
+        return 0;
+    default:
+        return k->count;
+    }
+}
+
+size_t check_want_len(const check_case *k)
+{
+    return k->kind == RINGD_COLL_REDUCE_SCATTER ? k->count : check_buf_len(k);
 }
 
 void check_fill(ringd_dtype t, ringd_op op, int rank, int n, size_t count, void *in, void *want)
 {
     for (size_t i = 0; i < count; i++) {
-        int64_t v = input(t, op, rank, n, i);
-        put(t, in, i, v, (double)v);
-        expect(t, op, n, i, want);
+        put_int(t, in, i, input(t, op, rank, n, i));
+        expect(t, op, n, i, want, i);
+    }
+}
+
+void check_fill_case(const check_case *k, void *init, void *want)
+{
+    ringd_dtype t = k->dtype;
+    size_t count = k->count, mine = (size_t)k->rank * count;
+    switch (k->kind) {
+    case RINGD_COLL_ALLREDUCE:
+        check_fill(t, k->op, k->rank, k->n, count, init, want);
+        break;
+    case RINGD_COLL_REDUCE_SCATTER:
+        for (size_t i = 0; i < (size_t)k->n * count; i++)
+            put_int(t, init, i, input(t, k->op, k->rank, k->n, i));
+        for (size_t i = 0; i < count; i++)
+            expect(t, k->op, k->n, mine + i, want, i);
+        break;
+    case RINGD_COLL_BROADCAST:
+        for (size_t i = 0; i < count; i++) {
+            int64_t v = input(t, RINGD_SUM, k->root, k->n, i);
+            put_int(t, init, i, k->rank == k->root ? v : CHECK_UNSET);
+            put_int(t, want, i, v);
+        }
+        break;
+    case RINGD_COLL_ALLGATHER:
+        for (int r = 0; r < k->n; r++) {
+            for (size_t i = 0; i < count; i++) {
+                int64_t v = input(t, RINGD_SUM, r, k->n, i);
+                put_int(t, init, (size_t)r * count + i, r == k->rank ? v : CHECK_UNSET);
+                put_int(t, want, (size_t)r * count + i, v);
+            }
+        }
+        break;
+    case RINGD_COLL_BARRIER:
+        break;
     }
 }
 

@@ -1,7 +1,8 @@
 /*
  * test_ringctl.c - the ringctl command line (client/ringctl.c), run as a
- * process against the fake daemon: status in words and JSON, allreduce
- * verification, help and exit codes.
+ * process against the fake daemon: status in words and JSON, the
+ * verification of every collective command and the fields of its requests,
+ * help and exit codes.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -234,6 +235,182 @@ Test(ringctl, usage_errors_exit_with_status_2)
     cr_assert_not_null(strstr(err, "mean"), "%s", err);
 }
 
+/* The fake answers every collective by leaving the buffer as it is: right
+ * for a ring of one rank, and for the root of a broadcast. */
+
+Test(ringctl, broadcast_sends_its_root_and_count_and_verifies_on_the_root)
+{
+    F.coll_action = COLL_KEEP;
+    F.welcome.rank = 2;
+    F.welcome.size = 4;
+    cr_assert_eq(ringctl("--socket", F.path, "broadcast", "--count", "1000", "--root", "2",
+                         "--dtype", "int32", "--iters", "2", "--warmup", "1", NULL),
+                 0, "%s", err);
+    const char *want = "broadcast 1000 x int32 from rank 2, 4 ranks: ok, median ";
+    cr_assert_eq(strncmp(out, want, strlen(want)), 0, "%s", out);
+    /* A broadcast's bus bandwidth is its algorithm bandwidth. */
+    const char *alg = strstr(out, "algbw "), *bus = strstr(out, "busbw ");
+    cr_assert(alg && bus, "%s", out);
+    cr_assert_eq(strcspn(alg + 6, " "), strcspn(bus + 6, " "), "%s", out);
+    cr_assert_eq(strncmp(alg + 6, bus + 6, strcspn(alg + 6, " ")), 0, "%s", out);
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+    cr_assert_eq(F.n_colls, 3);
+    for (int i = 0; i < F.n_colls; i++) {
+        cr_assert_eq(F.colls[i].kind, RINGD_COLL_BROADCAST);
+        cr_assert_eq(F.colls[i].root, 2);
+        cr_assert_eq(F.colls[i].count, 1000);
+        cr_assert_eq(F.colls[i].dtype, RINGD_INT32);
+    }
+}
+
+Test(ringctl, broadcast_reports_an_element_that_did_not_come_from_the_root)
+{
+    F.coll_action = COLL_KEEP;
+    F.welcome.size = 2;
+    /* Rank 0 starts with 99s, not root 1's data, and the fake keeps them. */
+    cr_assert_eq(ringctl("--socket", F.path, "broadcast", "--root", "1", "--count", "10", NULL), 1);
+    cr_assert_not_null(
+        strstr(err, "broadcast 1 of 6: wrong result at index 0: expected -1, got 99"), "%s", err);
+}
+
+Test(ringctl, broadcast_from_a_root_outside_the_ring_is_a_usage_error)
+{
+    cr_assert_eq(ringctl("--socket", F.path, "broadcast", "--root", "5", NULL), 2);
+    cr_assert_not_null(strstr(err, "--root 5: the ring has 1 rank (0..0)"), "%s", err);
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_eq(F.n_colls, 0);
+}
+
+Test(ringctl, allgather_and_reduce_scatter_verify_every_dtype_and_op_on_a_ring_of_one)
+{
+    F.coll_action = COLL_KEEP;
+    int runs = 0;
+    for (int t = 0; t < RINGD_DTYPE_COUNT; t++) {
+        const char *dt = ringd_dtype_name((ringd_dtype)t);
+        cr_assert_eq(ringctl("--socket", F.path, "allgather", "--count", "1000", "--dtype", dt,
+                             "--iters", "1", "--warmup", "0", t % 2 ? "--copy" : "--quiet", NULL),
+                     0, "allgather %s: %s", dt, err);
+        runs++;
+        char want[128];
+        snprintf(want, sizeof want, "allgather 1000 x %s per rank, 1 rank: ok, median ", dt);
+        if (t % 2) cr_assert_eq(strncmp(out, want, strlen(want)), 0, "%s", out);
+        for (int o = 0; o < RINGD_OP_COUNT; o++) {
+            if ((o == RINGD_MEAN || o == RINGD_WMEAN) && t < RINGD_FLOAT16) continue;
+            const char *op = ringd_op_name((ringd_op)o);
+            cr_assert_eq(ringctl("--socket", F.path, "reduce_scatter", "--count", "1000", "--dtype",
+                                 dt, "--op", op, "--iters", "1", "--warmup", "0",
+                                 o % 2 ? "--copy" : "--quiet", NULL),
+                         0, "reduce_scatter %s %s: %s", dt, op, err);
+            runs++;
+            snprintf(want, sizeof want, "reduce_scatter 1000 x %s %s per rank, 1 rank: ok, ", dt,
+                     op);
+            if (o % 2) cr_assert_eq(strncmp(out, want, strlen(want)), 0, "%s", out);
+        }
+    }
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+    cr_assert_eq(F.n_colls, runs < FAKE_MAX_LOG ? runs : FAKE_MAX_LOG);
+    /* Each names its kind and the count per rank. */
+    cr_assert_eq(F.colls[0].kind, RINGD_COLL_ALLGATHER);
+    cr_assert_eq(F.colls[0].count, 1000);
+    cr_assert_eq(F.colls[1].kind, RINGD_COLL_REDUCE_SCATTER);
+    cr_assert_eq(F.colls[1].count, 1000);
+    cr_assert_eq(F.colls[1].op, RINGD_SUM);
+    cr_assert_eq(F.colls[2].op, RINGD_MIN); /* mean and wmean skipped for int8 */
+}
+
+Test(ringctl, allgather_names_the_block_that_the_daemon_left_unfilled)
+{
+    F.coll_action = COLL_KEEP;
+    F.welcome.size = 2;
+    cr_assert_eq(ringctl("--socket", F.path, "allgather", "--count", "10", NULL), 1);
+    cr_assert_not_null(strstr(err, "wrong result at index 10 (element 0 of rank 1's block): "
+                                   "expected -1, got 99 (rank 0 of 2)"),
+                       "%s", err);
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_eq(F.colls[0].count, 10, "the count is per rank");
+}
+
+Test(ringctl, reduce_scatter_sends_its_op_and_the_count_per_rank)
+{
+    F.coll_action = COLL_KEEP;
+    cr_assert_eq(ringctl("--socket", F.path, "reduce_scatter", "-n", "77", "-t", "bfloat16", "-o",
+                         "wmean", "-i", "1", "-w", "0", NULL),
+                 0, "%s", err);
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_eq(F.n_colls, 1);
+    cr_assert_eq(F.colls[0].kind, RINGD_COLL_REDUCE_SCATTER);
+    cr_assert_eq(F.colls[0].count, 77);
+    cr_assert_eq(F.colls[0].dtype, RINGD_BFLOAT16);
+    cr_assert_eq(F.colls[0].op, RINGD_WMEAN);
+    cr_assert_eq(F.colls[0].weight, 1.0, "rank 0 weighs 1");
+}
+
+Test(ringctl, barrier_runs_warmup_and_timed_iterations_and_prints_the_median)
+{
+    F.coll_action = COLL_KEEP;
+    cr_assert_eq(ringctl("--socket", F.path, "barrier", "--iters", "3", "--warmup", "2", NULL), 0,
+                 "%s", err);
+    const char *want = "barrier, 1 rank: ok, median ";
+    cr_assert_eq(strncmp(out, want, strlen(want)), 0, "%s", out);
+    cr_assert_not_null(strstr(out, " ms\n"), "%s", out);
+    cr_assert_null(strstr(out, "MB/s"), "%s", out);
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+    cr_assert_eq(F.n_colls, 5);
+    for (int i = 0; i < F.n_colls; i++) {
+        cr_assert_eq(F.colls[i].kind, RINGD_COLL_BARRIER);
+        cr_assert_eq(F.colls[i].count, 0);
+        cr_assert_eq(F.colls[i].region, 0);
+    }
+}
+
+Test(ringctl, barrier_reports_the_daemons_error_with_status_1)
+{
+    F.coll_action = COLL_FAIL;
+    F.reply_code = RINGD_ETIMEDOUT;
+    snprintf(F.reply_text, sizeof F.reply_text, "barrier #3: timed out waiting for rank(s) 5");
+    cr_assert_eq(ringctl("--socket", F.path, "barrier", NULL), 1);
+    cr_assert_not_null(strstr(err, "barrier 1 of 101 failed: barrier #3: timed out waiting for "
+                                   "rank(s) 5 (RINGD_ETIMEDOUT)"),
+                       "%s", err);
+}
+
+/* Runs ringctl with the arguments, expects exit status 2 and a message on
+ * stderr that contains what. */
+#define USAGE_ERROR(what, ...)                                                                     \
+    do {                                                                                           \
+        cr_assert_eq(ringctl(__VA_ARGS__, NULL), 2, "%s", err);                                    \
+        cr_assert_not_null(strstr(err, what), "stderr lacks \"%s\": %s", what, err);               \
+    } while (0)
+
+Test(ringctl, collective_commands_refuse_bad_and_foreign_flags_with_status_2)
+{
+    setenv("RINGD_SOCKET", F.path, 1);
+    USAGE_ERROR("broadcast does not take --op", "broadcast", "--op", "sum");
+    USAGE_ERROR("allgather does not take --root", "allgather", "--root", "1");
+    USAGE_ERROR("allgather does not take --op", "allgather", "--op=max");
+    USAGE_ERROR("barrier does not take --count", "barrier", "--count", "5");
+    USAGE_ERROR("barrier does not take --dtype", "barrier", "--dtype", "int8");
+    USAGE_ERROR("barrier does not take -c", "barrier", "-c");
+    USAGE_ERROR("--root: expected a rank", "broadcast", "--root", "x");
+    USAGE_ERROR("--root: expected a rank", "broadcast", "--root", "-1");
+    USAGE_ERROR("--root needs a value", "broadcast", "--root");
+    USAGE_ERROR("--count: expected a number", "allgather", "--count", "1e6");
+    USAGE_ERROR("--dtype: unknown type 'complex64'", "reduce_scatter", "--dtype", "complex64");
+    USAGE_ERROR("--op: unknown operator 'xor'", "reduce_scatter", "--op", "xor");
+    USAGE_ERROR("--op wmean needs a float dtype", "reduce_scatter", "--op", "wmean", "--dtype",
+                "int64");
+    USAGE_ERROR("--iters: expected 1 to 1000000", "barrier", "--iters", "0");
+    USAGE_ERROR("--warmup: expected 0 to 1000000", "allgather", "--warmup", "-3");
+    USAGE_ERROR("unexpected argument 'now'", "barrier", "now");
+    USAGE_ERROR("Try 'ringctl reduce_scatter --help'", "reduce_scatter", "--bogus");
+    USAGE_ERROR("unknown command 'gather'", "gather");
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_eq(F.sessions, 0, "a usage error connected to the daemon");
+}
+
 Test(ringctl, help_documents_every_flag_and_exits_0)
 {
     cr_assert_eq(ringctl("--help", NULL), 0);
@@ -247,4 +424,47 @@ Test(ringctl, help_documents_every_flag_and_exits_0)
                            "--copy",  "--quiet", "--socket", "--help"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         cr_assert_not_null(strstr(out, flags[i]), "allreduce --help lacks %s", flags[i]);
+}
+
+Test(ringctl, help_lists_every_collective_and_each_documents_its_own_flags)
+{
+    static const struct {
+        const char *command, *flags[10];
+    } cases[] = {
+        {"allreduce",
+         {"--count", "--dtype", "--op", "--iters", "--warmup", "--copy", "--quiet", "--socket",
+          "--help"}},
+        {"broadcast",
+         {"--count", "--dtype", "--root", "--iters", "--warmup", "--copy", "--quiet", "--socket",
+          "--help"}},
+        {"allgather",
+         {"--count", "--dtype", "--iters", "--warmup", "--copy", "--quiet", "--socket", "--help"}},
+        {"reduce_scatter",
+         {"--count", "--dtype", "--op", "--iters", "--warmup", "--copy", "--quiet", "--socket",
+          "--help"}},
+        {"barrier", {"--iters", "--warmup", "--quiet", "--socket", "--help"}},
+    };
+    static const char *const all[] = {"--count",  "--dtype", "--op",    "--root",   "--iters",
+                                      "--warmup", "--copy",  "--quiet", "--socket", "--help"};
+    cr_assert_eq(ringctl("--help", NULL), 0);
+    char main_help[sizeof out];
+    snprintf(main_help, sizeof main_help, "%s", out);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char line[64];
+        snprintf(line, sizeof line, "\n  %s ", cases[c].command);
+        cr_assert_not_null(strstr(main_help, line), "--help lacks %s", cases[c].command);
+        cr_assert_eq(ringctl(cases[c].command, "--help", NULL), 0);
+        size_t n = 0;
+        for (; n < 10 && cases[c].flags[n]; n++)
+            cr_assert_not_null(strstr(out, cases[c].flags[n]), "%s --help lacks %s",
+                               cases[c].command, cases[c].flags[n]);
+        /* And no flag that it does not take. */
+        for (size_t a = 0; a < sizeof all / sizeof *all; a++) {
+            int takes = 0;
+            for (size_t k = 0; k < n; k++)
+                takes |= strcmp(all[a], cases[c].flags[k]) == 0;
+            if (!takes)
+                cr_assert_null(strstr(out, all[a]), "%s --help shows %s", cases[c].command, all[a]);
+        }
+    }
 }
