@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# run.sh - ringd on emulated Ethernet: a testbed of N hosts (network
+# namespaces, tests/netns/testbed.sh), one ringd and one ringd_bench rank per
+# host, the sweep table with busbw / iperf3 goodput, and the CPU the daemons
+# used per GB reduced. Everything is torn down however it ends.
+#
+#   bench/run.sh [N [RATE]] [OPTIONS] [-- RINGD_BENCH OPTIONS]
+#       N hosts (default 4) on links of RATE (default 1gbit; a tc rate, or
+#       `none`: unshaped veths, for latency and CPU figures)
+#   bench/run.sh --latency [OPTIONS] [-- RINGD_BENCH OPTIONS]
+#       8-byte allreduce latency on unshaped links for N = 2, 4, 8, and the
+#       least-squares fit time = a + b x hops (a ring allreduce is 2(N-1) hops)
+#
+# Options:
+#   --segment SIZE        segment_size of the daemons (default: ringd's)
+#   --socket-buffer SIZE  socket_buffer of the daemons (default: ringd's)
+#   --no-iperf            skip the iperf3 goodput measurement
+#   --perf FILE           perf record -g the daemon of host 0 into FILE
+#   --keep DIR            keep the configuration, logs and outputs in DIR
+#
+# Examples:
+#   bench/run.sh                                   # 4 hosts, 1gbit, 8 B..256 MiB
+#   bench/run.sh 8 1gbit -- --min 1M --max 64M --factor 4
+#   bench/run.sh 4 none -- --min 64M --max 64M     # CPU per GB, unshaped
+#
+# The binaries come from $RINGD_BUILD (default build/, configured and built
+# here if it has no ringd_bench). iperf3 is installed with apt-get if it is
+# missing. Needs root (namespaces) and iproute2. The goodput is that of one
+# TCP stream from host 0 to host 1, alone on the testbed (the issue's
+# reference); the table's bus/good column divides busbw by it. With several
+# hosts it also reports the goodput of N streams at once around the ring
+# (i -> i+1), which is what the ring's links see, on a machine whose cores
+# carry every link's traffic.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=../tests/netns/testbed.sh
+source "$root/tests/netns/testbed.sh"
+
+n=4 rate=1gbit latency=0 iperf=1 segment="" sockbuf="" perf_out="" keep=""
+bench_args=()
+pos=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --latency) latency=1 ;;
+    --segment) segment=$2; shift ;;
+    --socket-buffer) sockbuf=$2; shift ;;
+    --no-iperf) iperf=0 ;;
+    --perf) perf_out=$2; shift ;;
+    --keep) keep=$2; shift ;;
+    --) shift; bench_args=("$@"); break ;;
+    -h | --help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *)
+        case $pos in
+        0) n=$1 ;;
+        1) rate=$1 ;;
+        *) echo "run.sh: unexpected argument $1" >&2; exit 2 ;;
+        esac
+        pos=$((pos + 1))
+        ;;
+    esac
+    shift
+done
+[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 64 ] ||
+    { echo "run.sh: N must be 2 to 64, got '$n'" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (network namespaces)" >&2; exit 1; }
+
+build=${RINGD_BUILD:-$root/build}
+if [ ! -x "$build/bench/ringd_bench" ] || [ ! -x "$build/daemon/ringd" ]; then
+    "$root/deploy/install-deps.sh"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j "$(nproc)" --target ringd ringd_bench >/dev/null
+fi
+if [ $iperf -eq 1 ] && ! command -v iperf3 >/dev/null; then
+    echo "run.sh: installing iperf3" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iperf3 \
+        >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends iperf3 >/dev/null; }
+fi
+
+dir=$(mktemp -d /tmp/ringd-bench.XXXXXX)
+daemons=() servers=()
+cleanup() {
+    local p
+    for p in "${daemons[@]}" "${servers[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${daemons[@]}" "${servers[@]}"; do wait "$p" 2>/dev/null || true; done
+    daemons=() servers=()
+    [ -z "${TESTBED:-}" ] || tb_down "$TESTBED"
+    if [ -n "$keep" ]; then
+        mkdir -p "$keep" && cp -r "$dir"/. "$keep"/
+    fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Prints the receiver's goodput in Mbit/s of `iperf3 -c` output on stdin.
+receiver_mbits() {
+    awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") print $(i - 1) }' | tail -1
+}
+
+# Measures TCP goodput on the testbed: host 0 -> 1 alone, then N streams
+# i -> i+1 at once. Sets goodput_MBps (the first, in MB/s).
+measure_goodput() {
+    local i secs=5 pids=() total=0 min="" v
+    for ((i = 0; i < n; i++)); do
+        ip netns exec "$(tb_ns "$i")" iperf3 -s -B "$(tb_addr "$i")" -p 5201 >"$dir/iperf-s$i.log" 2>&1 &
+        servers+=($!)
+    done
+    sleep 0.5
+    tb_exec 0 timeout 30 iperf3 -f m -c "$(tb_addr 1)" -p 5201 -t $secs >"$dir/iperf-pair.txt"
+    v=$(receiver_mbits <"$dir/iperf-pair.txt")
+    goodput_MBps=$(awk -v m="$v" 'BEGIN { printf "%.2f", m / 8 }')
+    echo "# iperf3, one TCP stream host 0 -> 1 for ${secs} s: $v Mbit/s = $goodput_MBps MB/s"
+    if [ "$n" -gt 2 ]; then
+        for ((i = 0; i < n; i++)); do
+            tb_exec "$i" timeout 30 iperf3 -f m -c "$(tb_addr $(((i + 1) % n)))" -p 5201 \
+                -t $secs >"$dir/iperf-ring$i.txt" &
+            pids+=($!)
+        done
+        for i in "${pids[@]}"; do wait "$i"; done
+        for ((i = 0; i < n; i++)); do
+            v=$(receiver_mbits <"$dir/iperf-ring$i.txt")
+            total=$(awk -v a="$total" -v b="$v" 'BEGIN { print a + b }')
+            min=$(awk -v a="${min:-$v}" -v b="$v" 'BEGIN { print (b < a ? b : a) }')
+        done
+        echo "# iperf3, $n streams i -> i+1 at once: mean $(awk -v t="$total" -v n="$n" \
+            'BEGIN { printf "%.0f", t / n }') Mbit/s, slowest $min Mbit/s per link"
+    fi
+    for i in "${servers[@]}"; do kill -TERM "$i" 2>/dev/null || true; done
+    for i in "${servers[@]}"; do wait "$i" 2>/dev/null || true; done
+    servers=()
+}
+
+# user+sys CPU ticks of the processes given.
+cpu_ticks() {
+    local p sum=0 f
+    for p in "$@"; do
+        f=$(sed 's/^.*) //' "/proc/$p/stat") # fields from the 3rd on
+        # utime and stime are fields 14 and 15: 12th and 13th after the name.
+        sum=$((sum + $(echo "$f" | awk '{ print $12 + $13 }')))
+    done
+    echo "$sum"
+}
+
+# Busy and total CPU ticks of the machine (all cores), from /proc/stat.
+machine_ticks() {
+    awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
+        /proc/stat
+}
+
+# Runs one benchmark on a fresh testbed of $1 hosts at rate $2; the extra
+# arguments go to ringd_bench. Rank 0's output goes to stdout.
+run_one() {
+    local hosts=$1 lrate=$2
+    shift 2
+    local i pids=() status=0
+    goodput_MBps=0
+    n=$hosts
+    tb_up "$hosts" "$lrate"
+    tb_verify
+    echo "# testbed $TESTBED: $hosts hosts, links $lrate; $(nproc) cores; binaries from $build"
+    if [ "$lrate" != none ] && [ $iperf -eq 1 ]; then measure_goodput; fi
+
+    {
+        echo "cluster: bench"
+        echo "collective_timeout: 30m"
+        [ -z "$segment" ] || echo "segment_size: $segment"
+        [ -z "$sockbuf" ] || echo "socket_buffer: $sockbuf"
+        echo "hosts:"
+        for ((i = 0; i < hosts; i++)); do
+            echo "  - name: h$i"
+            echo "    address: $(tb_addr "$i"):7701"
+            echo "    socket: $dir/h$i.sock"
+        done
+    } >"$dir/ringd.yaml"
+    echo "# ringd.yaml: segment_size ${segment:-default}, socket_buffer ${sockbuf:-default}"
+    for ((i = 0; i < hosts; i++)); do
+        rm -f "$dir/h$i.sock"
+        # `ip netns exec` execs the command: $! is the daemon itself.
+        ip netns exec "$(tb_ns "$i")" "$build/daemon/ringd" --config "$dir/ringd.yaml" --host "h$i" \
+            2>"$dir/ringd-h$i.log" &
+        daemons+=($!)
+    done
+    for ((i = 0; i < hosts; i++)); do
+        local k
+        for ((k = 0; k < 100; k++)); do [ -S "$dir/h$i.sock" ] && break; sleep 0.05; done
+        [ -S "$dir/h$i.sock" ] || { echo "run.sh: ringd of h$i did not start:" >&2;
+            cat "$dir/ringd-h$i.log" >&2; return 1; }
+    done
+
+    local perf_pid="" args=("$@")
+    [ "$goodput_MBps" = 0 ] || args+=(--goodput "$goodput_MBps")
+    if [ -n "$perf_out" ]; then
+        perf record -q -g -o "$perf_out" -p "${daemons[0]}" 2>"$dir/perf.log" &
+        perf_pid=$!
+    fi
+    local cpu0 t0 t1 m0 load0
+    load0=$(cut -d' ' -f1 /proc/loadavg)
+    m0=$(machine_ticks)
+    cpu0=$(cpu_ticks "${daemons[@]}")
+    t0=$(date +%s.%N)
+    for ((i = 0; i < hosts; i++)); do
+        ip netns exec "$(tb_ns "$i")" timeout 3600 "$build/bench/ringd_bench" --socket "$dir/h$i.sock" \
+            "${args[@]}" >"$dir/bench-h$i.out" 2>"$dir/bench-h$i.err" &
+        pids+=($!)
+    done
+    for i in "${!pids[@]}"; do wait "${pids[$i]}" || status=1; done
+    t1=$(date +%s.%N)
+    local cpu1 m1
+    cpu1=$(cpu_ticks "${daemons[@]}")
+    m1=$(machine_ticks)
+    if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid" 2>/dev/null || true
+        wait "$perf_pid" 2>/dev/null || true
+    fi
+    cat "$dir/bench-h0.out"
+    if [ $status -ne 0 ]; then
+        echo "run.sh: ringd_bench failed:" >&2
+        cat "$dir"/bench-h*.err >&2
+        return 1
+    fi
+    local bytes
+    bytes=$(awk '/^# total:/ { print $3 } /total_bytes_reduced/ {
+        sub(/.*"total_bytes_reduced":/, ""); sub(/,.*/, ""); print }' "$dir/bench-h0.out")
+    awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v b="${bytes:-0}" -v n="$hosts" \
+        -v wall="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" 'BEGIN {
+        s = c / hz
+        printf "# daemons: %.2f CPU s (user+sys, all %d) in %.1f s of wall time", s, n, wall
+        if (b > 0) printf "; %.3f CPU s per GB reduced (%.3f GB)", s / (b / 1e9), b / 1e9
+        printf "\n" }'
+    echo "$m0 $m1" | awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v l0="$load0" \
+        -v l1="$(cut -d' ' -f1 /proc/loadavg)" '{
+        printf "# machine: %.1f of %.1f CPU s busy during the run, %.1f s of it not the daemons", \
+            ($3 - $1) / hz, ($4 - $2) / hz, ($3 - $1 - c) / hz
+        printf " (ringd_bench ranks, and anything else running); load average %s -> %s\n", l0, l1 }'
+
+    for i in "${daemons[@]}"; do kill -TERM "$i" 2>/dev/null || true; done
+    for i in "${daemons[@]}"; do wait "$i" 2>/dev/null || true; done
+    daemons=()
+    tb_down "$TESTBED"
+}
+
+if [ $latency -eq 0 ]; then
+    run_one "$n" "$rate" "${bench_args[@]}"
+    exit 0
+fi
+
+# Latency: 8 bytes, many runs, unshaped, N = 2, 4, 8.
+fit=()
+for hosts in 2 4 8; do
+    run_one "$hosts" none --min 8 --max 8 --warmup 50 --iters 1000 --budget 10 \
+        "${bench_args[@]}" | tee "$dir/lat-$hosts.txt"
+    med=$(awk '!/^#/ && NF >= 5 { print $4 }' "$dir/lat-$hosts.txt")
+    fit+=("$((2 * (hosts - 1))) $med")
+    echo
+done
+printf '%s\n' "${fit[@]}" | awk '{ x[NR] = $1; y[NR] = $2; sx += $1; sy += $2 }
+    END {
+        for (i = 1; i <= NR; i++) { sxx += (x[i] - sx / NR) ^ 2; sxy += (x[i] - sx / NR) * (y[i] - sy / NR) }
+        b = sxy / sxx; a = sy / NR - b * sx / NR
+        printf "# 8-byte allreduce, unshaped: median time = %.1f us + %.1f us x hops (hops = 2(N-1))\n", a, b
+        for (i = 1; i <= NR; i++) printf "#   N = %d: %d hops, %.1f us measured, %.1f us fitted\n", x[i] / 2 + 1, x[i], y[i], a + b * x[i]
+    }'
