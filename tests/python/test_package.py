@@ -1,0 +1,125 @@
+"""The package as a user meets it: importing it from a checkout or from an
+install finds libringd and ringd by themselves; the launcher; the example."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ringd
+from ringd import launch
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parent.parent
+PYTHON = sys.executable
+
+
+def clean_env(**extra):
+    """os.environ without the variables that point the package at a build."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RINGD_LIBRARY", "RINGD_BIN", "PYTHONPATH", "RINGD_SOCKET")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_python(code, env, cwd, timeout=120):
+    return subprocess.run([PYTHON, "-c", code], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_import_in_a_checkout_finds_the_library_in_its_build_tree(tmp_path):
+    fake = tmp_path / "checkout"
+    shutil.copytree(SOURCE / "client" / "python" / "ringd", fake / "client" / "python" / "ringd",
+                    ignore=shutil.ignore_patterns("__pycache__", "_paths.py"))
+    (fake / "client" / "include").mkdir(parents=True)
+    (fake / "client" / "include" / "ringd.h").write_text("")
+    (fake / "build" / "client").mkdir(parents=True)
+    (fake / "build" / "client" / "libringd.so.0").symlink_to(ringd.library_path())
+    r = run_python("import ringd; print(ringd.library_path())",
+                   clean_env(PYTHONPATH=str(fake / "client" / "python")), tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(fake / "build" / "client" / "libringd.so.0")
+
+
+def test_a_bad_ringd_library_fails_at_connect_naming_it(tmp_path):
+    code = ("import ringd\n"
+            "try:\n    ringd.connect()\nexcept OSError as e:\n    print('OSError', e)\n")
+    r = run_python(code, clean_env(RINGD_LIBRARY="/nonexistent/libringd.so.0",
+                                   PYTHONPATH=str(SOURCE / "client" / "python")), tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("OSError") and "/nonexistent/libringd.so.0" in r.stdout
+
+
+def test_cmake_install_puts_a_package_that_finds_the_installed_library(tmp_path):
+    build = os.environ.get("RINGD_BINARY_DIR")
+    if not build:
+        pytest.skip("RINGD_BINARY_DIR is not set (ctest sets it)")
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", build, "--prefix", str(prefix)], check=True,
+                   capture_output=True, timeout=120)
+    found = sorted(prefix.glob("lib/python3*/dist-packages/ringd/__init__.py"))
+    if not found:
+        pytest.skip("the build does not install client/python (add_subdirectory(client/python))")
+    site = found[0].parent.parent
+    code = ("import ringd, ringd.launch\n"
+            "print(ringd.library_path())\nprint(ringd.launch.find_ringd())\n")
+    r = run_python(code, clean_env(PYTHONPATH=str(site), PATH="/usr/bin:/bin"), tmp_path)
+    assert r.returncode == 0, r.stderr
+    lib, daemon = r.stdout.split()
+    assert Path(lib).name == "libringd.so.0"
+    assert Path(lib).is_relative_to(prefix) and Path(lib).is_file(), lib
+    assert Path(daemon) == prefix / "bin" / "ringd"
+    # ... and runs collectives with what it found.
+    code = ("import numpy, ringd\nc = ringd.connect()\n"
+            "print(c.allreduce(numpy.ones(3) * (c.rank + 1))[0])\n")
+    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--timeout", "60", "--",
+                        PYTHON, "-c", code], env=clean_env(PYTHONPATH=str(site),
+                                                            PATH="/usr/bin:/bin"),
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["3.0", "3.0"]
+
+
+def test_launch_runs_one_process_per_rank_with_several_per_host(tmp_path):
+    code = ("import ringd, numpy\nc = ringd.connect()\n"
+            "s = c.allreduce(numpy.array([c.rank], numpy.int64))[0]\n"
+            "print(c.rank, c.size, c.local_rank, c.local_size, s)\n")
+    env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
+               PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--local-clients", "2",
+                        "--timeout", "60", "--", PYTHON, "-c", code],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    assert lines == [f"{r} 4 {r % 2} 2 6" for r in range(4)]
+
+
+def test_launch_reports_a_failing_rank(tmp_path):
+    code = "import ringd, sys\nc = ringd.connect()\nsys.exit(3 if c.rank == 1 else 0)\n"
+    env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"))
+    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--", PYTHON, "-c", code],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3
+    assert "rank 1 exited with status 3" in r.stderr
+
+
+def test_the_training_example_runs_and_checks_itself(tmp_path):
+    pytest.importorskip("torch")
+    env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
+               PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([PYTHON, str(SOURCE / "examples" / "train_mlp.py"), "--launch", "4",
+                        "--epochs", "2", "--samples", "1024"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "epoch   2  loss per rank:" in r.stdout
+    assert "all 4 replicas bit-identical" in r.stdout
+    assert "matches: OK" in r.stdout
+
+
+def test_find_ringd_honours_ringd_bin(monkeypatch):
+    monkeypatch.setenv("RINGD_BIN", "/some/where/ringd")
+    assert launch.find_ringd() == "/some/where/ringd"
