@@ -34,7 +34,8 @@ import torch
 try:
     import ringd
 except ImportError:  # run from a checkout without PYTHONPATH
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "client", "python"))
     import ringd
 import ringd.torch as rt
 

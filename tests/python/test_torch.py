@@ -9,8 +9,6 @@ same seed. Tolerance on every weight after 20 steps: 1e-12 in float64 and
 model uses tanh so that no ReLU sits on a rounding edge).
 """
 
-import os
-
 import numpy as np
 import pytest
 
@@ -58,7 +56,8 @@ def train(dtype, steps=STEPS, rank=0, size=1, wrap=None, model_seed=3):
     loss_fn = torch.nn.CrossEntropyLoss()
     shard = BATCH // size
     for s in range(steps):
-        idx = (torch.arange(s * BATCH, (s + 1) * BATCH) % x.shape[0])[rank * shard : (rank + 1) * shard]
+        idx = torch.arange(s * BATCH, (s + 1) * BATCH) % x.shape[0]
+        idx = idx[rank * shard : (rank + 1) * shard]
         opt.zero_grad()
         loss_fn(model(x[idx]), y[idx]).backward()
         opt.step()
@@ -164,8 +163,8 @@ def rank_optimizer_is_still_the_optimizer(c):
         rt.DistributedOptimizer(base, named_parameters=[("only", model.weight)], conn=c)
     except ValueError as e:
         errors.append(str(e))
-    return (isinstance(opt, torch.optim.Adam), opt.param_groups[0]["lr"], len(opt.state_dict()["state"]),
-            errors)
+    n_state = len(opt.state_dict()["state"])
+    return isinstance(opt, torch.optim.Adam), opt.param_groups[0]["lr"], n_state, errors
 
 
 class FakeBucket:

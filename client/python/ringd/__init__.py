@@ -68,6 +68,23 @@ def library_path():
 
 
 __all__ = [
+    "EABORTED",
+    "EBUSY",
+    "ECLOSED",
+    "ECONNECT",
+    "EINPROGRESS",
+    "EINVAL",
+    "EIO",
+    "EMISMATCH",
+    "ENOMEM",
+    "EPROTO",
+    "ERANGE",
+    "ERING",
+    "ESHM",
+    "ESHUTDOWN",
+    "ETIMEDOUT",
+    "ETOOBIG",
+    "EVERSION",
     "Connection",
     "Request",
     "RingError",

@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from . import _lib
-from ._lib import RingError, make_error
+from ._lib import make_error
 
 WAIT_SLICE_MS = 100
 
@@ -470,7 +470,8 @@ class Connection:
     def __repr__(self):
         where = self._state.path or os.environ.get("RINGD_SOCKET") or "the default socket"
         status = "closed" if self.closed else f"rank {self.rank} of {self.size}"
-        return f"<ringd.Connection {status} (local {self.local_rank} of {self.local_size}) at {where}>"
+        local = f"local {self.local_rank} of {self.local_size}"
+        return f"<ringd.Connection {status} ({local}) at {where}>"
 
     def __enter__(self):
         return self
