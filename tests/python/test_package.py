@@ -76,8 +76,8 @@ def test_cmake_install_puts_a_package_that_finds_the_installed_library(tmp_path)
     assert Path(lib).is_relative_to(prefix) and Path(lib).is_file(), lib
     assert Path(daemon) == prefix / "bin" / "ringd"
     # ... and runs collectives with what it found.
-    code = ("import numpy, ringd\nc = ringd.connect()\n"
-            "print(c.allreduce(numpy.ones(3) * (c.rank + 1))[0])\n")
+    code = ("import numpy, os, ringd\nc = ringd.connect()\n"
+            "os.write(1, b'%r\\n' % float(c.allreduce(numpy.ones(3) * (c.rank + 1))[0]))\n")
     r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--timeout", "60", "--",
                         PYTHON, "-c", code], env=clean_env(PYTHONPATH=str(site),
                                                             PATH="/usr/bin:/bin"),
@@ -87,9 +87,10 @@ def test_cmake_install_puts_a_package_that_finds_the_installed_library(tmp_path)
 
 
 def test_launch_runs_one_process_per_rank_with_several_per_host(tmp_path):
-    code = ("import ringd, numpy\nc = ringd.connect()\n"
+    code = ("import ringd, numpy, os\nc = ringd.connect()\n"
             "s = c.allreduce(numpy.array([c.rank], numpy.int64))[0]\n"
-            "print(c.rank, c.size, c.local_rank, c.local_size, s)\n")
+            "line = f'{c.rank} {c.size} {c.local_rank} {c.local_size} {s}\\n'\n"
+            "os.write(1, line.encode())  # one write: lines of the ranks do not mix\n")
     env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
                PYTHONDONTWRITEBYTECODE="1")
     r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--local-clients", "2",
