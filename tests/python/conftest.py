@@ -26,8 +26,18 @@ RING_CONFIG = "collective_timeout: 20s\n"
 
 @pytest.fixture(scope="session")
 def ring():
-    with LocalRing(HOSTS, extra_yaml=RING_CONFIG) as r:
+    r = LocalRing(HOSTS, extra_yaml=RING_CONFIG)
+    r.start()
+    try:
         yield r
+    finally:
+        codes = r.stop()
+        # A daemon that crashed (or, in a sanitized build, reported an error)
+        # fails the run; its log stays in r.dir.
+        failed = [i for i, code in enumerate(codes) if code != 0]
+        assert not failed, f"ringd exited with status {codes}:\n" + "\n".join(
+            r.log_tail(i) for i in failed
+        )
 
 
 class _PoolHolder:

@@ -191,7 +191,8 @@ class LocalRing:
 
     def stop(self):
         """Stops the daemons (SIGTERM, then SIGKILL after STOP_TIMEOUT) and
-        removes the directory. Returns the daemons' exit statuses."""
+        removes the directory, unless one of them failed. Returns the daemons'
+        exit statuses (0 for a clean exit)."""
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -204,7 +205,8 @@ class LocalRing:
                 p.kill()
                 codes.append(p.wait())
         self.procs = []
-        if self.dir and not self.keep:
+        # The logs of a daemon that did not exit cleanly stay for inspection.
+        if self.dir and not self.keep and all(code == 0 for code in codes):
             shutil.rmtree(self.dir, ignore_errors=True)
         return codes
 
