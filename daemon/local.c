@@ -419,8 +419,8 @@ static void coll_run(local *l, coll *c)
         if (!same_collective(m0, mi)) {
             char a[128], b[128];
             coll_fail(l, c, RINGD_EMISMATCH,
-                      "%s #%" PRIu64 " differs between ranks on host %s: rank %d submitted a %s, "
-                      "rank %d a %s",
+                      "%s #%" PRIu64 " differs between ranks on host %s: rank %d has %s, "
+                      "rank %d has %s",
                       c->label, c->index, l->cfg->hosts[l->me].name, first,
                       describe(m0, a, sizeof a), first + i, describe(mi, b, sizeof b));
             return;

@@ -704,8 +704,8 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
         host_ranks(r, left, lr, sizeof lr);
         host_ranks(r, r->me, mr, sizeof mr);
         fail_abort(r, a, RINGD_EMISMATCH,
-                   "%s #%" PRIu64 " differs between ranks: host %s (%s) submitted a %s, host %s "
-                   "(%s) a %s",
+                   "%s #%" PRIu64 " differs between ranks: host %s (%s) has %s, host %s "
+                   "(%s) has %s",
                    j->label, j->seq, r->cfg->hosts[left].name, lr, theirs,
                    r->cfg->hosts[r->me].name, mr, ours);
         return LINK_RECV_SKIP;

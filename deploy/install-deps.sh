@@ -7,6 +7,9 @@ packages=(
     gcc make cmake pkg-config       # toolchain
     libuv1-dev libyaml-dev          # the daemon's libraries
     libcriterion-dev                # tests
+    python3 python3-numpy           # the Python client (Debian's python3)
+    python3-torch python3-pytest    # its PyTorch helpers and tests
+    iproute2 iperf3                 # the network-namespace testbed and benchmark
 )
 
 missing=()
