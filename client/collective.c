@@ -19,19 +19,8 @@
 
 static const char *kind_name(ringd_coll kind)
 {
-    switch (kind) {
-    case RINGD_COLL_ALLREDUCE:
-        return "allreduce";
-    case RINGD_COLL_BROADCAST:
-        return "broadcast";
-    case RINGD_COLL_ALLGATHER:
-        return "allgather";
-    case RINGD_COLL_REDUCE_SCATTER:
-        return "reduce_scatter";
-    case RINGD_COLL_BARRIER:
-        return "barrier";
-    }
-    return "collective";
+    const char *name = ringd_coll_name(kind);
+    return name ? name : "collective";
 }
 
 static int is_float(ringd_dtype dtype)

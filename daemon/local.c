@@ -325,13 +325,6 @@ static void coll_finish(local *l, coll *c, int status, const char *message)
     coll_free(l, c);
 }
 
-static const char *kind_name(int kind)
-{
-    static const char *const names[] = {"?",         "allreduce",      "broadcast",
-                                        "allgather", "reduce_scatter", "barrier"};
-    return kind >= 1 && kind <= 5 ? names[kind] : "?";
-}
-
 /* Elements of the buffer a collective works on: size x count for the kinds
  * whose count is per rank. */
 static uint64_t buffer_elems(const local *l, const msg_collective *m)
@@ -366,15 +359,7 @@ static void on_ring_done(ring_job *job, int status, const char *message)
 
 static const char *describe(const msg_collective *m, char *buf, size_t len)
 {
-    const char *dn = ringd_dtype_name(m->dtype), *on = ringd_op_name(m->op);
-    if (m->kind == MSG_COLL_BARRIER)
-        snprintf(buf, len, "barrier");
-    else if (m->kind == MSG_COLL_BROADCAST)
-        snprintf(buf, len, "broadcast of %" PRIu64 " x %s from rank %d", m->count, dn ? dn : "?",
-                 m->root);
-    else
-        snprintf(buf, len, "%s of %" PRIu64 " x %s %s", kind_name(m->kind), m->count, dn ? dn : "?",
-                 on ? on : "?");
+    ring_describe(buf, len, m->kind, m->count, m->dtype, m->op, m->root);
     return buf;
 }
 
@@ -477,7 +462,7 @@ static void coll_run(local *l, coll *c)
 static int check_collective(session *s, msg_collective *m, region **reg_out)
 {
     local *l = s->owner;
-    const char *kn = kind_name(m->kind);
+    const char *kn = ring_coll_name(m->kind);
     if (s->observer) {
         replyf(s, m->id, RINGD_EINVAL, "this session is an observer and joins no collective");
         return -1;
@@ -556,7 +541,7 @@ static void do_collective(session *s, msg_collective *m)
         s->next_index++;
         replyf(s, m->id, RINGD_ETIMEDOUT,
                "%s #%" PRIu64 " already ended on host %s without this rank: it came too late",
-               kind_name(m->kind), index, l->cfg->hosts[l->me].name);
+               ring_coll_name(m->kind), index, l->cfg->hosts[l->me].name);
         return;
     }
     coll *c = find_coll(l, index);
@@ -582,9 +567,9 @@ static void do_collective(session *s, msg_collective *m)
         uint32_t timeout = m->timeout_ms ? m->timeout_ms : l->cfg->collective_timeout_ms;
         c->deadline = uv_now(l->loop) + timeout;
         if (m->name[0])
-            snprintf(c->label, sizeof c->label, "%s \"%s\"", kind_name(m->kind), m->name);
+            snprintf(c->label, sizeof c->label, "%s \"%s\"", ring_coll_name(m->kind), m->name);
         else
-            snprintf(c->label, sizeof c->label, "%s", kind_name(m->kind));
+            snprintf(c->label, sizeof c->label, "%s", ring_coll_name(m->kind));
         /* Keep the list in index order: the ring must run them in order. */
         coll **p = &l->colls;
         while (*p && (*p)->index < index)

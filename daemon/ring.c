@@ -650,24 +650,22 @@ static int protocol_error(ring *r, active *a, char *why, size_t len, const char 
     return RINGD_EPROTO;
 }
 
-static const char *kind_name(int kind)
+const char *ring_coll_name(int kind)
 {
-    static const char *const names[] = {"?",         "allreduce",      "broadcast",
-                                        "allgather", "reduce_scatter", "barrier"};
-    return kind >= 1 && kind <= 5 ? names[kind] : "?";
+    const char *name = ringd_coll_name((ringd_coll)kind);
+    return name ? name : "?";
 }
 
-static void describe(char *out, size_t len, int kind, uint64_t count, int dtype, int op,
-                     uint32_t root)
+void ring_describe(char *out, size_t len, int kind, uint64_t count, int dtype, int op, int root)
 {
     const char *dn = ringd_dtype_name(dtype), *on = ringd_op_name(op);
     if (kind == RINGD_COLL_BARRIER)
         snprintf(out, len, "barrier");
     else if (kind == RINGD_COLL_BROADCAST)
-        snprintf(out, len, "broadcast of %" PRIu64 " x %s from rank %u", count, dn ? dn : "?",
+        snprintf(out, len, "broadcast of %" PRIu64 " x %s from rank %d", count, dn ? dn : "?",
                  root);
     else
-        snprintf(out, len, "%s of %" PRIu64 " x %s %s", kind_name(kind), count, dn ? dn : "?",
+        snprintf(out, len, "%s of %" PRIu64 " x %s %s", ring_coll_name(kind), count, dn ? dn : "?",
                  on ? on : "?");
 }
 
@@ -699,8 +697,8 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
         (j->kind == RINGD_COLL_BROADCAST && d->root != (uint32_t)j->root)) {
         char theirs[160], ours[160], lr[32], mr[32];
         int left = mod(r->me - 1, r->n);
-        describe(theirs, sizeof theirs, d->kind, d->count, d->dtype, d->op, d->root);
-        describe(ours, sizeof ours, j->kind, j->count, j->dtype, j->op, (uint32_t)j->root);
+        ring_describe(theirs, sizeof theirs, d->kind, d->count, d->dtype, d->op, (int)d->root);
+        ring_describe(ours, sizeof ours, j->kind, j->count, j->dtype, j->op, j->root);
         host_ranks(r, left, lr, sizeof lr);
         host_ranks(r, r->me, mr, sizeof mr);
         fail_abort(r, a, RINGD_EMISMATCH,

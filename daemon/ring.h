@@ -76,6 +76,11 @@ void ring_submit(ring *r, ring_job *job);
 void ring_close(ring *r, int status, const char *message, void (*done)(void *), void *data);
 
 const links *ring_links(const ring *r);
+
+/* How messages name a collective: "allreduce", "?" for an unknown kind; and
+ * "allreduce of 1000 x float32 sum", "broadcast of 10 x int8 from rank 2". */
+const char *ring_coll_name(int kind);
+void ring_describe(char *out, size_t len, int kind, uint64_t count, int dtype, int op, int root);
 void ring_get_stats(const ring *r, ring_stats *out);
 
 #endif /* RINGD_RING_H */

@@ -51,6 +51,12 @@ static const char *const ops[RINGD_OP_COUNT] = {
     [RINGD_MAX] = "max", [RINGD_PROD] = "prod", [RINGD_WMEAN] = "wmean",
 };
 
+static const char *const colls[] = {
+    [RINGD_COLL_ALLREDUCE] = "allreduce", [RINGD_COLL_BROADCAST] = "broadcast",
+    [RINGD_COLL_ALLGATHER] = "allgather", [RINGD_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [RINGD_COLL_BARRIER] = "barrier",
+};
+
 /* Spellings users bring from numpy, PyTorch and C. */
 typedef struct {
     const char *name;
@@ -90,6 +96,11 @@ const char *ringd_dtype_name(ringd_dtype dtype)
 const char *ringd_op_name(ringd_op op)
 {
     return (unsigned)op < RINGD_OP_COUNT ? ops[op] : NULL;
+}
+
+const char *ringd_coll_name(ringd_coll kind)
+{
+    return (unsigned)kind < sizeof colls / sizeof *colls ? colls[kind] : NULL;
 }
 
 int ringd_dtype_parse(const char *name)

@@ -242,6 +242,7 @@ size_t ringd_dtype_size(ringd_dtype dtype);
  * The parse functions return the value, or RINGD_EINVAL. */
 const char *ringd_dtype_name(ringd_dtype dtype);
 const char *ringd_op_name(ringd_op op);
+const char *ringd_coll_name(ringd_coll kind); /* "allreduce", "reduce_scatter", ... */
 int ringd_dtype_parse(const char *name);
 int ringd_op_parse(const char *name);
 

@@ -147,3 +147,14 @@ Test(types, parse_rejects_unknown_names)
     cr_assert_eq(ringd_op_parse("float32"), RINGD_EINVAL);
     cr_assert_eq(ringd_dtype_parse("sum"), RINGD_EINVAL);
 }
+
+Test(types, collectives_have_the_documented_names)
+{
+    cr_assert_str_eq(ringd_coll_name(RINGD_COLL_ALLREDUCE), "allreduce");
+    cr_assert_str_eq(ringd_coll_name(RINGD_COLL_BROADCAST), "broadcast");
+    cr_assert_str_eq(ringd_coll_name(RINGD_COLL_ALLGATHER), "allgather");
+    cr_assert_str_eq(ringd_coll_name(RINGD_COLL_REDUCE_SCATTER), "reduce_scatter");
+    cr_assert_str_eq(ringd_coll_name(RINGD_COLL_BARRIER), "barrier");
+    cr_assert_null(ringd_coll_name((ringd_coll)0));
+    cr_assert_null(ringd_coll_name((ringd_coll)6));
+}
