@@ -56,17 +56,26 @@ typedef struct conn {
     uint8_t *dst;
 } conn;
 
-/* A write request allocated together with the frame header it sends. */
+/* A write request of a control frame, allocated together with the frame. */
 typedef struct {
     uv_write_t req;
-    links *owner;
-    int is_data;
-    void *ctx; /* DATA: handed back to on_sent */
     uint8_t buf[];
 } send_req;
 
 #define CONTROL_CAP (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
 #define DATA_CAP (FRAME_HEADER_SIZE + FRAME_DATA_HEADER_SIZE)
+#define BATCH_MAX 64 /* DATA frames in one write */
+
+/* DATA frames queued during one turn of the loop, written together: one
+ * writev for a burst of small segments instead of one each. */
+typedef struct {
+    uv_write_t req;
+    links *owner;
+    int n;
+    uv_buf_t bufs[2 * BATCH_MAX];
+    void *ctx[BATCH_MAX];
+    uint8_t hdr[BATCH_MAX][DATA_CAP];
+} batch;
 
 struct links {
     uv_loop_t *loop;
@@ -78,6 +87,8 @@ struct links {
     uv_tcp_t listener;
     uv_timer_t retry;  /* backoff before the next connect attempt */
     uv_timer_t resume; /* deferred links_resume() */
+    uv_idle_t flush;   /* writes the batch before the loop next waits for events */
+    batch *out;        /* DATA frames not yet handed to libuv */
     uv_getaddrinfo_t gai;
     conn *resolving; /* the right conn whose address is being resolved */
     uv_connect_t connect_req;
@@ -173,44 +184,66 @@ static const char *side_name(const links *l, link_side side)
 
 static void on_write_done(uv_write_t *req, int status)
 {
-    send_req *s = (send_req *)req;
-    links *l = s->owner;
-    int is_data = s->is_data;
-    void *ctx = s->ctx;
-    free(s);
-    if (is_data) l->cb.on_sent(l->data, ctx, status < 0 ? RINGD_ERING : 0);
+    (void)status; /* a failed link shows on its reads */
+    free(req);
 }
 
 /* Sends a control frame already encoded in s->buf (n bytes). */
 static int send_control(conn *c, send_req *s, int n, uv_write_cb cb)
 {
-    s->owner = c->owner;
-    s->is_data = 0;
     uv_buf_t b = uv_buf_init((char *)s->buf, (unsigned)n);
     int rc = uv_write(&s->req, (uv_stream_t *)&c->tcp, &b, 1, cb ? cb : on_write_done);
     if (rc < 0) free(s);
     return rc;
 }
 
+static void on_batch_done(uv_write_t *req, int status)
+{
+    batch *b = (batch *)req;
+    links *l = b->owner;
+    for (int i = 0; i < b->n; i++)
+        l->cb.on_sent(l->data, b->ctx[i], status < 0 ? RINGD_ERING : 0);
+    free(b);
+}
+
+/* Hands the batch to libuv, behind whatever it already writes. */
+static void flush_batch(links *l)
+{
+    batch *b = l->out;
+    if (!b) return;
+    l->out = NULL;
+    uv_idle_stop(&l->flush);
+    int rc = l->r && l->r_state == LINK_UP ? uv_write(&b->req, (uv_stream_t *)&l->r->tcp, b->bufs,
+                                                      (unsigned)(2 * b->n), on_batch_done)
+                                           : UV_ENOTCONN;
+    if (rc < 0) on_batch_done(&b->req, rc);
+}
+
+static void on_flush(uv_idle_t *h)
+{
+    flush_batch(h->data);
+}
+
 int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void *ctx)
 {
     if (!l->r || l->r_state != LINK_UP) return RINGD_ERING;
-    send_req *s = malloc(sizeof *s + DATA_CAP);
-    if (!s) return RINGD_ENOMEM;
-    s->owner = l;
-    s->is_data = 1;
-    s->ctx = ctx;
+    if (!l->out) {
+        l->out = malloc(sizeof *l->out);
+        if (!l->out) return RINGD_ENOMEM;
+        l->out->owner = l;
+        l->out->n = 0;
+        uv_idle_start(&l->flush, on_flush);
+    }
+    batch *b = l->out;
+    int i = b->n++;
     frame_data stamped = *d;
     stamped.epoch = l->r->epoch;
-    int n = frame_encode_data(s->buf, DATA_CAP, &stamped);
-    uv_buf_t bufs[2] = {uv_buf_init((char *)s->buf, (unsigned)n),
-                        uv_buf_init((char *)payload, d->length)};
-    int rc = uv_write(&s->req, (uv_stream_t *)&l->r->tcp, bufs, 2, on_write_done);
-    if (rc < 0) {
-        free(s);
-        return RINGD_ERING;
-    }
+    int n = frame_encode_data(b->hdr[i], DATA_CAP, &stamped);
+    b->bufs[2 * i] = uv_buf_init((char *)b->hdr[i], (unsigned)n);
+    b->bufs[2 * i + 1] = uv_buf_init((char *)payload, d->length);
+    b->ctx[i] = ctx;
     l->stats.bytes_out += d->length;
+    if (b->n == BATCH_MAX) flush_batch(l);
     return 0;
 }
 
@@ -222,6 +255,7 @@ int links_send_abort(links *l, const frame_abort *a)
     frame_abort stamped = *a;
     stamped.epoch = l->r->epoch;
     int n = frame_encode_abort(s->buf, CONTROL_CAP, &stamped);
+    flush_batch(l); /* the abort goes after the data frames already queued */
     if (n < 0) {
         free(s);
         return RINGD_EINVAL;
@@ -523,8 +557,11 @@ static void conn_close(conn *c, const char *why)
         break;
     case CONN_RIGHT: {
         link_state was = l->r_state;
+        /* Frames still in the batch go nowhere: flush_batch() reports them
+         * as failed once the link is marked down below. */
         l->r = NULL;
         l->r_state = LINK_DOWN;
+        flush_batch(l);
         snprintf(l->right_error, sizeof l->right_error, "%s", why);
         if (l->closing) break;
         if (was == LINK_UP) {
@@ -802,9 +839,11 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     l->r_state = l->n == 1 ? LINK_SELF : LINK_DOWN;
     uv_timer_init(loop, &l->retry);
     uv_timer_init(loop, &l->resume);
+    uv_idle_init(loop, &l->flush);
+    l->flush.data = l;
     l->retry.data = l;
     l->resume.data = l;
-    l->open_handles = 2;
+    l->open_handles = 3;
     *out = l;
     return 0;
 }
@@ -860,6 +899,7 @@ void links_close(links *l, void (*done)(void *), void *data)
      * connections closes last frees l (handle_closed, conn_closed). */
     close_handle(l, (uv_handle_t *)&l->retry);
     close_handle(l, (uv_handle_t *)&l->resume);
+    close_handle(l, (uv_handle_t *)&l->flush);
     if (l->listening) close_handle(l, (uv_handle_t *)&l->listener);
 }
 
