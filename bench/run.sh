@@ -221,14 +221,17 @@ run_one() {
         cat "$dir"/bench-h*.err >&2
         return 1
     fi
-    local bytes
+    local bytes runs
     bytes=$(awk '/^# total:/ { print $3 } /total_bytes_reduced/ {
         sub(/.*"total_bytes_reduced":/, ""); sub(/,.*/, ""); print }' "$dir/bench-h0.out")
+    runs=$(awk '/^# total:/ { print $7 } /total_bytes_reduced/ {
+        sub(/.*"allreduces":/, ""); sub(/,.*/, ""); print }' "$dir/bench-h0.out")
     awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v b="${bytes:-0}" -v n="$hosts" \
-        -v wall="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" 'BEGIN {
+        -v r="${runs:-0}" -v wall="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" 'BEGIN {
         s = c / hz
         printf "# daemons: %.2f CPU s (user+sys, all %d) in %.1f s of wall time", s, n, wall
-        if (b > 0) printf "; %.3f CPU s per GB reduced (%.3f GB)", s / (b / 1e9), b / 1e9
+        if (b >= 1e8) printf "; %.3f CPU s per GB reduced (%.3f GB)", s / (b / 1e9), b / 1e9
+        else if (r > 0) printf "; %.0f CPU us per allreduce (all daemons)", s * 1e6 / r
         printf "\n" }'
     echo "$m0 $m1" | awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v l0="$load0" \
         -v l1="$(cut -d' ' -f1 /proc/loadavg)" '{
