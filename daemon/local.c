@@ -83,6 +83,7 @@ struct session {
     local *owner;
     int fd;
     uv_poll_t poll;
+    int events; /* what poll watches now; -1 before the first update_poll() */
     int closing;
     int welcomed, observer;
     int local_rank;
@@ -868,6 +869,10 @@ static void update_poll(session *s)
     int events = 0;
     if (s->out_len < OUT_LIMIT) events |= UV_READABLE;
     if (s->out_len > 0) events |= UV_WRITABLE;
+    /* uv_poll_start() re-registers the fd with epoll even when nothing
+     * changes: two syscalls per reply, which small collectives notice. */
+    if (events == s->events) return;
+    s->events = events;
     uv_poll_start(&s->poll, events, on_session_io);
 }
 
@@ -964,6 +969,7 @@ static void on_accept(uv_poll_t *p, int status, int events)
         }
         s->owner = l;
         s->fd = fd;
+        s->events = -1;
         s->local_rank = -1;
         if (uv_poll_init(l->loop, &s->poll, fd) < 0) {
             close(fd);
