@@ -80,6 +80,17 @@ def parse_op(op):
     raise ValueError(f"unknown op {op!r}: expected one of {', '.join(_lib.OPS)}")
 
 
+def parse_op_weight(op, weight, what):
+    """The ringd_op value of op, checked against weight: wmean needs one, the
+    other ops take none."""
+    opv = parse_op(op)
+    if opv == _lib.WMEAN and weight is None:
+        raise ValueError(f"{what}: op 'wmean' needs weight= (this rank's weight)")
+    if opv != _lib.WMEAN and weight is not None:
+        raise ValueError(f"{what}: weight= is for op 'wmean' only, not {_lib.OP_NAMES[opv]!r}")
+    return opv
+
+
 def dtype_code(dtype):
     """The ringd_dtype value of a NumPy dtype (or anything np.dtype() takes) or
     of a ringd dtype name such as "bfloat16"."""
@@ -556,11 +567,7 @@ class Connection:
         return coll
 
     def _allreduce_req(self, array, op, weight, dtype, name, timeout, what="allreduce"):
-        opv = parse_op(op)
-        if opv == _lib.WMEAN and weight is None:
-            raise ValueError(f"{what}: op 'wmean' needs weight= (this rank's weight)")
-        if opv != _lib.WMEAN and weight is not None:
-            raise ValueError(f"{what}: weight= is for op 'wmean' only, not {_lib.OP_NAMES[opv]!r}")
+        opv = parse_op_weight(op, weight, what)
         work, copy_back = _inplace(array, what)
         code = _array_code(array, dtype, what)
         coll = self._collective(
@@ -642,9 +649,7 @@ class Connection:
 
     def _reduce_scatter_req(self, array, op, weight, out, dtype, name, timeout):
         what = "reduce_scatter"
-        opv = parse_op(op)
-        if opv == _lib.WMEAN and weight is None:
-            raise ValueError(f"{what}: op 'wmean' needs weight= (this rank's weight)")
+        opv = parse_op_weight(op, weight, what)
         src = np.ascontiguousarray(array)
         if src.ndim == 0 or src.shape[0] % self.size:
             raise ValueError(
@@ -733,11 +738,7 @@ class Connection:
         """Submits an allreduce of count elements of ringd dtype code at address
         ptr, which keep keeps valid until completion; on_done() gives the
         Request's result. Returns the Request."""
-        opv = parse_op(op)
-        if opv == _lib.WMEAN and weight is None:
-            raise ValueError(f"{what}: op 'wmean' needs weight= (this rank's weight)")
-        if opv != _lib.WMEAN and weight is not None:
-            raise ValueError(f"{what}: weight= is for op 'wmean' only, not {_lib.OP_NAMES[opv]!r}")
+        opv = parse_op_weight(op, weight, what)
         coll = self._collective(
             _lib.COLL_ALLREDUCE,
             what,
