@@ -322,6 +322,9 @@ static void *run(void *arg)
 
 int fake_start(fake_daemon *f)
 {
+    unsetenv("RINGD_SOCKET");
+    unsetenv("RINGD_LOCAL_RANK");
+    unsetenv("LOCAL_RANK");
     memset(f, 0, sizeof *f);
     f->listen_fd = f->stop_pipe[0] = f->stop_pipe[1] = -1;
     f->welcome = (msg_welcome){.rank = 0,

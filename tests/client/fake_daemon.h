@@ -90,7 +90,9 @@ typedef struct {
     char problem[512]; /* the first violation of the protocol, "" if none */
 } fake_daemon;
 
-/* Creates the directory and socket and starts the thread. 0 or -1. */
+/* Creates the directory and socket and starts the thread. 0 or -1. Also
+ * clears $RINGD_SOCKET, $RINGD_LOCAL_RANK and $LOCAL_RANK, so the client
+ * under test sees only what the test sets. */
 int fake_start(fake_daemon *f);
 
 /* Waits (up to 10 s) for the thread to finish its current session and exit;

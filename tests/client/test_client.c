@@ -26,9 +26,6 @@ static int64_t now_ms(void)
 
 static void start(void)
 {
-    unsetenv("RINGD_SOCKET");
-    unsetenv("RINGD_LOCAL_RANK");
-    unsetenv("LOCAL_RANK");
     cr_assert_eq(fake_start(&F), 0, "cannot start the fake daemon");
 }
 

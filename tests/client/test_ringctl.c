@@ -26,9 +26,6 @@ static char out[8192], err[8192];
 
 static void start(void)
 {
-    unsetenv("RINGD_SOCKET");
-    unsetenv("RINGD_LOCAL_RANK");
-    unsetenv("LOCAL_RANK");
     cr_assert_eq(fake_start(&F), 0, "cannot start the fake daemon");
 }
 
