@@ -25,8 +25,10 @@
 #include "log.h"
 #include "ringd.h"
 
-#define MAX_PENDING 16      /* unauthenticated connections at once */
-#define SKIP_BUF (64 << 10) /* sink for discarded payloads */
+#define MAX_PENDING 16       /* unauthenticated connections at once */
+#define SKIP_BUF (64 << 10)  /* sink for discarded payloads */
+#define AHEAD_CAP (16 << 10) /* read-ahead while frames are small */
+#define SMALL_PAYLOAD (8 << 10)
 
 typedef enum { RD_HEADER, RD_BODY, RD_PAYLOAD, RD_SKIP, RD_PAUSED } rd_state;
 
@@ -54,6 +56,15 @@ typedef struct conn {
     uint8_t body[FRAME_MAX_CONTROL_BODY];
     frame_data data; /* the DATA frame being read */
     uint8_t *dst;
+
+    /* While frames are small, whole runs of them are read at once into
+     * `ahead` and handed to the reader from there (a copy of a few bytes is
+     * cheaper than three reads per frame). A large payload is read straight
+     * into its buffer, as always. */
+    int small;      /* the last DATA payload was small */
+    int into_ahead; /* the read in progress goes to ahead */
+    size_t ahead_pos, ahead_len;
+    uint8_t ahead[AHEAD_CAP];
 } conn;
 
 /* A write request of a control frame, allocated together with the frame. */
@@ -117,6 +128,7 @@ struct links {
 static void start_connect(links *l);
 static void conn_close(conn *c, const char *why);
 static void start_reading(conn *c);
+static void drain_ahead(conn *c);
 
 /* ---- small helpers ---- */
 
@@ -277,6 +289,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     conn *c = h->data;
     size_t left = c->need - c->got;
+    c->into_ahead = c->small && (c->rd == RD_HEADER || c->rd == RD_BODY);
+    if (c->into_ahead) {
+        *buf = uv_buf_init((char *)c->ahead + c->ahead_len, (unsigned)(AHEAD_CAP - c->ahead_len));
+        return;
+    }
     switch (c->rd) {
     case RD_HEADER:
         *buf = uv_buf_init((char *)c->hdr_buf + c->got, (unsigned)left);
@@ -322,7 +339,11 @@ static void offer_data(conn *c)
     } else {
         expect(c, RD_SKIP, c->data.length);
     }
-    if (was_paused && !c->closing) start_reading(c);
+    if (was_paused && !c->closing) {
+        /* Bytes read ahead of the paused frame come first. */
+        drain_ahead(c);
+        if (!c->closing && c->rd != RD_PAUSED) start_reading(c);
+    }
 }
 
 static void handle_hello(conn *c);
@@ -400,6 +421,7 @@ static void frame_piece_done(conn *c)
         }
         case FRAME_DATA:
             rc = frame_decode_data(&c->hdr, c->body, &c->data);
+            c->small = c->data.length <= SMALL_PAYLOAD;
             if (rc < 0) {
                 snprintf(why, sizeof why, "bad DATA frame: %s", frame_strerror(rc));
                 conn_close(c, why);
@@ -433,6 +455,37 @@ static void frame_piece_done(conn *c)
     if (c->rd == RD_SKIP) expect(c, RD_HEADER, FRAME_HEADER_SIZE);
 }
 
+/* Where the bytes of the piece being read go (NULL: nowhere, a skip). */
+static uint8_t *piece(conn *c)
+{
+    switch (c->rd) {
+    case RD_HEADER:
+        return c->hdr_buf + c->got;
+    case RD_BODY:
+        return c->body + c->got;
+    case RD_PAYLOAD:
+        return c->dst + c->got;
+    default:
+        return NULL;
+    }
+}
+
+/* Feeds the bytes read ahead to the reader, piece by piece, until they run
+ * out, the reader pauses, or the connection closes. */
+static void drain_ahead(conn *c)
+{
+    while (!c->closing && c->rd != RD_PAUSED && c->ahead_pos < c->ahead_len) {
+        size_t n = c->need - c->got, avail = c->ahead_len - c->ahead_pos;
+        if (n > avail) n = avail;
+        uint8_t *p = piece(c);
+        if (p) memcpy(p, c->ahead + c->ahead_pos, n);
+        c->ahead_pos += n;
+        c->got += n;
+        if (c->got == c->need) frame_piece_done(c);
+    }
+    if (c->ahead_pos == c->ahead_len) c->ahead_pos = c->ahead_len = 0;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
@@ -445,6 +498,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         else
             snprintf(why, sizeof why, "read failed: %s", uv_strerror((int)nread));
         conn_close(c, why);
+        return;
+    }
+    if (c->into_ahead) {
+        c->ahead_len += (size_t)nread;
+        drain_ahead(c);
         return;
     }
     c->got += (size_t)nread;
@@ -494,6 +552,7 @@ static conn *conn_new(links *l, conn_role role)
     if (!c) return NULL;
     c->owner = l;
     c->role = role;
+    c->small = 1;
     uv_tcp_init(l->loop, &c->tcp);
     uv_timer_init(l->loop, &c->timer);
     c->tcp.data = c;
