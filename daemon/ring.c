@@ -44,6 +44,10 @@
  * exactly as alone, so fused and unfused runs give the same bits. Frames
  * carry their collective's seq; a frame of a collective queued here but not
  * started yet starts it, so hosts need not agree on how many run at once.
+ * A frame of one that this host's ranks have not submitted yet stops the
+ * link until they do: if they wait for an earlier collective whose data is
+ * behind that frame (blocking calls here, a burst of async ones upstream),
+ * the earlier one ends at its deadline rather than hanging.
  */
 #include "ring.h"
 
