@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ringd needs to build, test and run its demo.
-# Does nothing when they are all present, so it is cheap to call every time.
+# Installs the Debian packages ringd needs: to build it and run its demo
+# (--build), or also to run every test (the default). Does nothing when they
+# are all present, so it is cheap to call every time.
 set -euo pipefail
 
 packages=(
     gcc make cmake pkg-config       # toolchain
     libuv1-dev libyaml-dev          # the daemon's libraries
-    libcriterion-dev                # tests
-    python3 python3-numpy           # the Python client (Debian's python3)
-    python3-torch python3-pytest    # its PyTorch helpers and tests
-    iproute2 iperf3                 # the network-namespace testbed and benchmark
+    libcriterion-dev                # tests (the build compiles them too)
 )
+if [ "${1:-}" != "--build" ]; then
+    packages+=(
+        python3 python3-numpy           # the Python client (Debian's python3)
+        python3-torch python3-pytest    # its PyTorch helpers and tests
+        iproute2 iperf3                 # the network-namespace testbed and benchmark
+    )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
