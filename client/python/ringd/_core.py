@@ -80,6 +80,18 @@ def parse_op(op):
     raise ValueError(f"unknown op {op!r}: expected one of {', '.join(_lib.OPS)}")
 
 
+def _delivered(result, copy_back):
+    """A request's on_done: writes a staged result back (copy_back, or None)
+    and gives the array the caller gets."""
+
+    def done():
+        if copy_back:
+            copy_back()
+        return result
+
+    return done
+
+
 def parse_op_weight(op, weight, what):
     """The ringd_op value of op, checked against weight: wmean needs one, the
     other ops take none."""
@@ -582,12 +594,7 @@ class Connection:
             weight=0.0 if weight is None else float(weight),
         )
 
-        def done():
-            if copy_back:
-                copy_back()
-            return array
-
-        return self._submit(what, coll, (array, work), done)
+        return self._submit(what, coll, (array, work), _delivered(array, copy_back))
 
     def _broadcast_req(self, array, root, dtype, name, timeout, what="broadcast"):
         work, copy_back = _inplace(array, what)
@@ -603,12 +610,7 @@ class Connection:
             root=int(root),
         )
 
-        def done():
-            if copy_back:
-                copy_back()
-            return array
-
-        return self._submit(what, coll, (array, work), done)
+        return self._submit(what, coll, (array, work), _delivered(array, copy_back))
 
     def _out_array(self, out, shape, npdt, what):
         """(out, work, copy_back) for a result of shape and dtype."""
@@ -640,12 +642,7 @@ class Connection:
             dtype=code,
         )
 
-        def done():
-            if copy_back:
-                copy_back()
-            return out
-
-        return self._submit(what, coll, (array, src, out, work), done)
+        return self._submit(what, coll, (array, src, out, work), _delivered(out, copy_back))
 
     def _reduce_scatter_req(self, array, op, weight, out, dtype, name, timeout):
         what = "reduce_scatter"
@@ -672,12 +669,7 @@ class Connection:
             weight=0.0 if weight is None else float(weight),
         )
 
-        def done():
-            if copy_back:
-                copy_back()
-            return out
-
-        return self._submit(what, coll, (array, src, out, work), done)
+        return self._submit(what, coll, (array, src, out, work), _delivered(out, copy_back))
 
     # ---- collectives ----
 
