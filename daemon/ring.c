@@ -361,7 +361,7 @@ static void start(ring *r)
 {
     ring_job *j = r->next_start;
     r->next_start = j->next;
-    active *a = &r->act[(r->first + r->n_act++) % MAX_ACTIVE];
+    active *a = slot(r, r->n_act++);
     uint64_t *recv_off = a->recv_off;
     memset(a, 0, sizeof *a);
     a->recv_off = recv_off;
@@ -420,7 +420,7 @@ static int ring_up(const ring *r)
 
 /* Whether the next queued job may start now, beside those running: only
  * small ones run together (see the top of this file). */
-static int may_start(const ring *r)
+static int may_start(ring *r)
 {
     const ring_job *j = r->next_start;
     if (!j || !ring_up(r) || r->n_act == MAX_ACTIVE) return 0;
@@ -428,7 +428,7 @@ static int may_start(const ring *r)
     uint64_t limit = r->cfg->fusion_threshold_bytes;
     if (r->n_act >= (int)r->cfg->fusion_max || job_bytes(j) > limit) return 0;
     for (int k = 0; k < r->n_act; k++)
-        if (job_bytes(r->act[(r->first + k) % MAX_ACTIVE].job) > limit) return 0;
+        if (job_bytes(slot(r, k)->job) > limit) return 0;
     return 1;
 }
 
