@@ -56,7 +56,7 @@ struct key {
 #define FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
-    parse_hosts, parse_address;
+    parse_hosts, parse_address, parse_path, parse_checksum;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -74,6 +74,10 @@ static const struct key top_keys[] = {
     {"fusion_threshold", parse_size, false, FIELD(cfg, fusion_threshold_bytes), 0, 1 * GiB},
     {"fusion_max", parse_count, false, FIELD(cfg, fusion_max), 1, 64},
     {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
+    {"heartbeat_interval", parse_duration, false, FIELD(cfg, heartbeat_interval_ms), 10, 1 * MIN},
+    {"heartbeat_timeout", parse_duration, false, FIELD(cfg, heartbeat_timeout_ms), 50, 1 * HOUR},
+    {"secret_file", parse_path, false, FIELD(cfg, secret_file), 0, 0},
+    {"checksum", parse_checksum, false, FIELD(cfg, checksum), 0, 0},
 };
 
 static const struct key host_keys[] = {
@@ -283,6 +287,27 @@ static int parse_socket(ctx *x, void *obj, const struct key *k, yaml_node_t *v, 
                     "got %zu bytes",
                     SUN_PATH_MAX, strlen(s));
     return store_string(x, obj, k, s);
+}
+
+static int parse_path(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    const char *s = scalar(x, v, kp, "an absolute path");
+    if (!s)
+        return -1;
+    if (s[0] != '/')
+        return fail(x, v->start_mark, kp, "expected an absolute path, got %s", describe(x, v));
+    return store_string(x, obj, k, s);
+}
+
+static int parse_checksum(ctx *x, void *obj, const struct key *k, yaml_node_t *v,
+                          const char *kp) {
+    static const char expected[] = "one of crc32c, none";
+    const char *s = scalar(x, v, kp, expected);
+    if (!s)
+        return -1;
+    if (strcmp(s, "crc32c") != 0 && strcmp(s, "none") != 0)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    *(bool *)field(obj, k) = strcmp(s, "crc32c") == 0;
+    return 0;
 }
 
 static int parse_count(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
@@ -609,6 +634,20 @@ static int finish(ctx *x, yaml_node_t **found) {
         return fail(x, in->start_mark, "backoff_initial",
                     "expected at most backoff_max (%s by default), got %s", b, describe(x, in));
     }
+    if (c->heartbeat_timeout_ms < 2 * c->heartbeat_interval_ms) {
+        char a[32], b[32];
+        yaml_node_t *to = found_node(found, top_keys, N_TOP, "heartbeat_timeout");
+        yaml_node_t *iv = found_node(found, top_keys, N_TOP, "heartbeat_interval");
+        fmt_duration(a, sizeof a, 2 * c->heartbeat_interval_ms);
+        fmt_duration(b, sizeof b, c->heartbeat_timeout_ms / 2);
+        /* One late heartbeat must not look like a dead neighbour. */
+        if (to)
+            return fail(x, to->start_mark, "heartbeat_timeout",
+                        "expected at least twice heartbeat_interval (%s), got %s", a,
+                        describe(x, to));
+        return fail(x, iv->start_mark, "heartbeat_interval",
+                    "expected at most half of heartbeat_timeout (%s), got %s", b, describe(x, iv));
+    }
     if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET)))
         return fail_oom(x);
     for (size_t i = 0; i < c->n_hosts; i++) {
@@ -633,6 +672,9 @@ static void set_defaults(cfg *c) {
     c->fusion_threshold_bytes = 4 * MiB;
     c->fusion_max = 32;
     c->log_level = CFG_LOG_INFO;
+    c->heartbeat_interval_ms = 1 * SEC;
+    c->heartbeat_timeout_ms = 5 * SEC;
+    c->checksum = true;
 }
 
 static int parse_yaml_error(ctx *x, yaml_parser_t *p) {
@@ -765,9 +807,10 @@ void cfg_free(cfg *c) {
     free(c->path);
     free(c->cluster);
     free(c->socket);
+    free(c->secret_file);
     c->hosts = NULL;
     c->n_hosts = 0;
-    c->path = c->cluster = c->socket = NULL;
+    c->path = c->cluster = c->socket = c->secret_file = NULL;
 }
 
 int cfg_host_index(const cfg *c, const char *name) {

@@ -10,6 +10,7 @@
 #ifndef RINGD_CONFIG_H
 #define RINGD_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,13 @@ typedef struct {
                                         together; 0 = one at a time; default 4 MiB */
     int fusion_max;                 /* fusion_max: at most this many at once; 1..64, default 32 */
     cfg_log_level log_level;        /* log_level: debug, info, warn, error; default info */
+
+    /* Faults and security. */
+    uint32_t heartbeat_interval_ms; /* heartbeat_interval: PING on quiet links; default 1 s */
+    uint32_t heartbeat_timeout_ms;  /* heartbeat_timeout: a link silent this long is dead;
+                                       default 5 s, at least twice the interval */
+    char *secret_file;              /* secret_file: the cluster key; NULL = no authentication */
+    bool checksum;                  /* checksum: crc32c (true, default) or none */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line

@@ -8,10 +8,22 @@
  * read once into its final place. Reading is paused while the ring is not
  * ready for a frame; TCP flow control then holds the sender back.
  *
- * The right link is ours to keep up: resolve, connect, HELLO, WELCOME, with
- * capped exponential backoff between attempts. The left link is whoever
- * connects to our port with a valid HELLO; a newer valid one replaces it, and
- * half-open strangers are dropped after connect_timeout.
+ * The right link is ours to keep up: resolve, connect, HELLO, WELCOME (and
+ * AUTH with a cluster key), with capped exponential backoff between attempts.
+ * The left link is whoever connects to our port with a valid HELLO (and
+ * answers our challenge); a newer valid one replaces it, and half-open
+ * strangers are dropped after connect_timeout.
+ *
+ * Epochs. Every host that sees a link form or break starts an EPOCH frame
+ * with a new epoch, unique to it (epoch % n == its position) and larger than
+ * any it has seen; hosts adopt larger epochs and pass them on. A BREAK starts
+ * at the host downstream of the broken link (it lost its left link; the host
+ * upstream lost its right one and knows already) and reaches every host up
+ * to the next break. A FORM starts at the host whose right link came up; if
+ * it comes back from the left, every link carried it, and the CONFIRM that
+ * follows tells each host the ring is ready. Frames travel one way, in
+ * order, so a host has always adopted an epoch before the first DATA frame
+ * of it arrives.
  */
 #include "links.h"
 
@@ -22,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crc32c.h"
 #include "log.h"
 #include "ringd.h"
 
@@ -33,7 +46,7 @@
 typedef enum { RD_HEADER, RD_BODY, RD_PAYLOAD, RD_SKIP, RD_PAUSED } rd_state;
 
 typedef enum {
-    CONN_PENDING, /* accepted, HELLO not yet validated */
+    CONN_PENDING, /* accepted, HELLO (or AUTH) not yet validated */
     CONN_LEFT,    /* the left link */
     CONN_RIGHT,   /* the right link (any state from connecting to up) */
 } conn_role;
@@ -44,10 +57,16 @@ typedef struct conn {
     links *owner;
     conn_role role;
     int closing;
-    int refusing;      /* WELCOME with an error is being sent; close after it */
-    struct conn *next; /* in owner->pending */
-    char peer[64];     /* printable remote address */
-    uint32_t epoch;    /* agreed at the handshake; stamped on every DATA frame */
+    int refusing;       /* WELCOME with an error is being sent; close after it */
+    struct conn *next;  /* in owner->pending */
+    char peer[64];      /* printable remote address */
+    uint64_t last_read; /* uv_now() of the last bytes read: heartbeat_timeout */
+
+    /* The challenge-response, while it runs. */
+    int awaiting_auth; /* acceptor: WELCOME sent, AUTH expected */
+    uint8_t my_nonce[FRAME_NONCE_SIZE], peer_nonce[FRAME_NONCE_SIZE];
+    uint32_t hello_epoch, welcome_epoch;
+    char claimed[FRAME_MAX_NAME + 1]; /* the name in the peer's HELLO */
 
     rd_state rd;
     size_t got, need;
@@ -96,10 +115,11 @@ struct links {
     void *data;
 
     uv_tcp_t listener;
-    uv_timer_t retry;  /* backoff before the next connect attempt */
-    uv_timer_t resume; /* deferred links_resume() */
-    uv_idle_t flush;   /* writes the batch before the loop next waits for events */
-    batch *out;        /* DATA frames not yet handed to libuv */
+    uv_timer_t retry;     /* backoff before the next connect attempt */
+    uv_timer_t resume;    /* deferred links_resume() */
+    uv_idle_t flush;      /* writes the batch before the loop next waits for events */
+    uv_timer_t heartbeat; /* PINGs out, silent links closed */
+    batch *out;           /* DATA frames not yet handed to libuv */
     uv_getaddrinfo_t gai;
     conn *resolving; /* the right conn whose address is being resolved */
     uv_connect_t connect_req;
@@ -112,7 +132,10 @@ struct links {
     conn *pending;
     int n_pending;
 
-    uint32_t epoch;
+    uint32_t epoch; /* the ring's: the largest seen */
+    int ready;      /* the ring is whole under epoch: collectives may run */
+    int has_key;
+    auth_key key;
     char left_error[256], right_error[256];
     log_ratelimit connect_rl;
     int was_up; /* the right link has been up before */
@@ -249,7 +272,9 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void 
     batch *b = l->out;
     int i = b->n++;
     frame_data stamped = *d;
-    stamped.epoch = l->r->epoch;
+    stamped.epoch = l->epoch;
+    stamped.has_crc = l->cfg->checksum;
+    if (stamped.has_crc) stamped.crc = crc32c(0, payload, d->length);
     int n = frame_encode_data(b->hdr[i], DATA_CAP, &stamped);
     b->bufs[2 * i] = uv_buf_init((char *)b->hdr[i], (unsigned)n);
     b->bufs[2 * i + 1] = uv_buf_init((char *)payload, d->length);
@@ -265,7 +290,7 @@ int links_send_abort(links *l, const frame_abort *a)
     send_req *s = malloc(sizeof *s + CONTROL_CAP);
     if (!s) return RINGD_ENOMEM;
     frame_abort stamped = *a;
-    stamped.epoch = l->r->epoch;
+    stamped.epoch = l->epoch;
     int n = frame_encode_abort(s->buf, CONTROL_CAP, &stamped);
     flush_batch(l); /* the abort goes after the data frames already queued */
     if (n < 0) {
@@ -273,6 +298,115 @@ int links_send_abort(links *l, const frame_abort *a)
         return RINGD_EINVAL;
     }
     return send_control(l->r, s, n, NULL) < 0 ? RINGD_ERING : 0;
+}
+
+static int send_ping(conn *c)
+{
+    send_req *s = malloc(sizeof *s + FRAME_HEADER_SIZE);
+    if (!s) return RINGD_ENOMEM;
+    int n = frame_encode_ping(s->buf, FRAME_HEADER_SIZE);
+    return send_control(c, s, n, NULL) < 0 ? RINGD_ERING : 0;
+}
+
+/* Sends an EPOCH frame on the right link, behind the DATA frames queued. */
+static int send_epoch(links *l, const frame_epoch *e)
+{
+    if (!l->r || l->r_state != LINK_UP) return RINGD_ERING;
+    send_req *s = malloc(sizeof *s + CONTROL_CAP);
+    if (!s) return RINGD_ENOMEM;
+    int n = frame_encode_epoch(s->buf, CONTROL_CAP, e);
+    flush_batch(l);
+    if (n < 0) {
+        free(s);
+        return RINGD_EINVAL;
+    }
+    return send_control(l->r, s, n, NULL) < 0 ? RINGD_ERING : 0;
+}
+
+/* ---- epochs ---- */
+
+/* A new epoch of this host's own: larger than any seen, and unlike any
+ * other host's (epoch % n is the position of the host that made it). */
+static uint32_t new_epoch(const links *l)
+{
+    uint32_t n = (uint32_t)l->n;
+    return (l->epoch / n + 1) * n + (uint32_t)l->me;
+}
+
+static void on_resume(uv_timer_t *t);
+
+static void adopt(links *l, uint32_t epoch, int broke, int code, const char *why)
+{
+    l->epoch = epoch;
+    l->ready = 0;
+    log_info("ring epoch %u: %s", epoch, why);
+    l->cb.on_epoch(l->data, epoch, broke, code, why);
+    /* A frame held back for the ring is of the old epoch now: drop it. */
+    if (l->l && l->l->rd == RD_PAUSED) uv_timer_start(&l->resume, on_resume, 0, 0);
+}
+
+/* A link of this host broke: every host from here round to the next break
+ * fails what it has submitted. */
+static void break_ring(links *l, const char *why)
+{
+    uint32_t e = new_epoch(l);
+    char reason[FRAME_MAX_TEXT + 1];
+    int n = snprintf(reason, sizeof reason, "ring broken: host %s ", l->cfg->hosts[l->me].name);
+    snprintf(reason + n, sizeof reason - (size_t)n, "%s", why);
+    adopt(l, e, 1, RINGD_ERING, reason);
+    frame_epoch f = {
+        .epoch = e, .origin = (uint32_t)l->me, .phase = EPOCH_BREAK, .code = RINGD_ERING};
+    memcpy(f.reason, reason, sizeof f.reason);
+    send_epoch(l, &f);
+}
+
+/* The right link came up: propose a new epoch round the ring. */
+static void form_ring(links *l)
+{
+    uint32_t e = new_epoch(l);
+    char why[160];
+    snprintf(why, sizeof why, "re-forming from host %s", l->cfg->hosts[l->me].name);
+    adopt(l, e, 0, RINGD_ERING, why);
+    frame_epoch f = {.epoch = e, .origin = (uint32_t)l->me, .phase = EPOCH_FORM};
+    send_epoch(l, &f);
+}
+
+static void handle_epoch(conn *c)
+{
+    links *l = c->owner;
+    frame_epoch e;
+    if (frame_decode_epoch(&c->hdr, c->body, &e) < 0 || e.origin >= (uint32_t)l->n) {
+        conn_close(c, "malformed EPOCH frame");
+        return;
+    }
+    int mine = e.origin == (uint32_t)l->me;
+    if (e.epoch > l->epoch && !mine) {
+        if (e.phase == EPOCH_BREAK) {
+            adopt(l, e.epoch, 1, e.code, e.reason);
+        } else if (e.phase == EPOCH_FORM) {
+            char why[160];
+            snprintf(why, sizeof why, "re-forming from host %s", l->cfg->hosts[e.origin].name);
+            adopt(l, e.epoch, 0, RINGD_ERING, why);
+        } else {
+            return; /* a CONFIRM of an epoch never proposed here */
+        }
+        send_epoch(l, &e);
+    } else if (e.epoch == l->epoch && e.phase == EPOCH_FORM && mine) {
+        /* Our proposal came back: every link carried it. */
+        frame_epoch f = {.epoch = e.epoch, .origin = e.origin, .phase = EPOCH_CONFIRM};
+        if (send_epoch(l, &f) == 0) {
+            l->ready = 1;
+            log_info("ring formed: %d hosts, epoch %u", l->n, l->epoch);
+            l->cb.on_ready(l->data);
+        }
+    } else if (e.epoch == l->epoch && e.phase == EPOCH_CONFIRM && !mine) {
+        if (send_epoch(l, &e) == 0) {
+            l->ready = 1;
+            log_info("ring formed: %d hosts, epoch %u", l->n, l->epoch);
+            l->cb.on_ready(l->data);
+        }
+    }
+    /* Anything else is older than what this host knows: dropped. */
 }
 
 /* ---- reading ---- */
@@ -319,7 +453,9 @@ static void offer_data(conn *c)
     links *l = c->owner;
     char why[512] = "";
     uint8_t *dst = NULL;
-    int act = l->cb.on_data(l->data, &c->data, &dst, why, sizeof why);
+    /* Frames of an older epoch belong to collectives that failed. */
+    int act = c->data.epoch != l->epoch ? LINK_RECV_SKIP
+                                        : l->cb.on_data(l->data, &c->data, &dst, why, sizeof why);
     if (act < 0) {
         conn_close(c, why);
         return;
@@ -330,8 +466,9 @@ static void offer_data(conn *c)
         return;
     }
     int was_paused = c->rd == RD_PAUSED;
+    if (was_paused) c->last_read = uv_now(l->loop); /* it was quiet because we held it */
     if (c->data.length == 0) {
-        if (act == LINK_RECV_INTO) l->cb.on_payload(l->data, &c->data);
+        if (act == LINK_RECV_INTO) l->cb.on_payload(l->data, &c->data, 0, NULL);
         expect(c, RD_HEADER, FRAME_HEADER_SIZE);
     } else if (act == LINK_RECV_INTO) {
         c->dst = dst;
@@ -349,6 +486,7 @@ static void offer_data(conn *c)
 static void handle_hello(conn *c);
 static void refuse(conn *c, int code, const char *reason);
 static void handle_welcome(conn *c);
+static void handle_auth(conn *c);
 
 /* A complete header or body is in; decide what comes next. */
 static void frame_piece_done(conn *c)
@@ -376,7 +514,7 @@ static void frame_piece_done(conn *c)
         int ok;
         switch (c->role) {
         case CONN_PENDING:
-            ok = c->hdr.type == FRAME_HELLO;
+            ok = c->hdr.type == (c->awaiting_auth ? FRAME_AUTH : FRAME_HELLO);
             break;
         case CONN_RIGHT:
             ok = (l->r_state == LINK_HANDSHAKE && c->hdr.type == FRAME_WELCOME) ||
@@ -384,7 +522,7 @@ static void frame_piece_done(conn *c)
             break;
         default:
             ok = c->hdr.type == FRAME_DATA || c->hdr.type == FRAME_ABORT ||
-                 c->hdr.type == FRAME_PING;
+                 c->hdr.type == FRAME_PING || c->hdr.type == FRAME_EPOCH;
             break;
         }
         if (!ok) {
@@ -409,6 +547,13 @@ static void frame_piece_done(conn *c)
         case FRAME_WELCOME:
             handle_welcome(c);
             return;
+        case FRAME_AUTH:
+            handle_auth(c);
+            return;
+        case FRAME_EPOCH:
+            expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+            handle_epoch(c);
+            return;
         case FRAME_ABORT: {
             frame_abort a;
             if (frame_decode_abort(&c->hdr, c->body, &a) < 0) {
@@ -416,7 +561,7 @@ static void frame_piece_done(conn *c)
                 return;
             }
             expect(c, RD_HEADER, FRAME_HEADER_SIZE);
-            if (a.epoch == c->epoch) l->cb.on_abort(l->data, &a);
+            if (a.epoch == l->epoch) l->cb.on_abort(l->data, &a);
             return;
         }
         case FRAME_DATA:
@@ -425,15 +570,6 @@ static void frame_piece_done(conn *c)
             if (rc < 0) {
                 snprintf(why, sizeof why, "bad DATA frame: %s", frame_strerror(rc));
                 conn_close(c, why);
-                return;
-            }
-            if (c->data.epoch != c->epoch) {
-                /* Cannot happen on a connection from one handshake; if it
-                 * does, the frame belongs to no collective of ours. */
-                log_warn("dropping DATA frame of epoch %u on a link of epoch %u", c->data.epoch,
-                         c->epoch);
-                expect(c, c->data.length ? RD_SKIP : RD_HEADER,
-                       c->data.length ? c->data.length : FRAME_HEADER_SIZE);
                 return;
             }
             c->rd = RD_BODY; /* offer_data() moves on from here */
@@ -448,7 +584,17 @@ static void frame_piece_done(conn *c)
     if (c->rd == RD_PAYLOAD) {
         l->stats.bytes_in += c->data.length;
         expect(c, RD_HEADER, FRAME_HEADER_SIZE);
-        l->cb.on_payload(l->data, &c->data);
+        uint32_t crc = c->data.has_crc ? crc32c(0, c->dst, c->data.length) : 0;
+        if (c->data.has_crc && crc != c->data.crc) {
+            l->stats.checksum_errors++;
+            snprintf(why, sizeof why,
+                     "checksum mismatch on %u bytes from left neighbour %s (CRC32C %08x, "
+                     "expected %08x): the data was corrupted in transit",
+                     c->data.length, side_name(l, LINK_LEFT), crc, c->data.crc);
+            l->cb.on_payload(l->data, &c->data, RINGD_ECORRUPT, why);
+            return;
+        }
+        l->cb.on_payload(l->data, &c->data, 0, NULL);
         return;
     }
 
@@ -491,6 +637,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     conn *c = s->data;
     if (c->closing) return;
+    c->last_read = uv_now(c->owner->loop);
     if (nread < 0) {
         char why[128];
         if (nread == UV_EOF)
@@ -553,6 +700,7 @@ static conn *conn_new(links *l, conn_role role)
     c->owner = l;
     c->role = role;
     c->small = 1;
+    c->last_read = uv_now(l->loop);
     uv_tcp_init(l->loop, &c->tcp);
     uv_timer_init(l->loop, &c->timer);
     c->tcp.data = c;
@@ -605,15 +753,19 @@ static void conn_close(conn *c, const char *why)
         unlink_pending(l, c);
         if (!c->refusing) log_debug("dropped connection from %s: %s", c->peer, why);
         break;
-    case CONN_LEFT:
+    case CONN_LEFT: {
         l->l = NULL;
-        l->epoch++; /* the ring re-forms under a new epoch */
         snprintf(l->left_error, sizeof l->left_error, "%s", why);
-        if (!l->closing) {
-            log_warn("left link from %s lost: %s", side_name(l, LINK_LEFT), why);
-            l->cb.on_down(l->data, LINK_LEFT, why);
-        }
+        if (l->closing) break;
+        const cfg_host *h = &l->cfg->hosts[l->left];
+        char what[FRAME_MAX_TEXT];
+        snprintf(what, sizeof what, "lost its link from %s (%s): %s", h->name, h->address, why);
+        log_warn("left link from %s lost: %s", h->name, why);
+        l->stats.breaks++;
+        l->cb.on_down(l->data, LINK_LEFT, why);
+        break_ring(l, what);
         break;
+    }
     case CONN_RIGHT: {
         link_state was = l->r_state;
         /* Frames still in the batch go nowhere: flush_batch() reports them
@@ -624,10 +776,17 @@ static void conn_close(conn *c, const char *why)
         snprintf(l->right_error, sizeof l->right_error, "%s", why);
         if (l->closing) break;
         if (was == LINK_UP) {
-            l->epoch++;
-            log_warn("right link to %s lost: %s", side_name(l, LINK_RIGHT), why);
+            const cfg_host *h = &l->cfg->hosts[l->right];
+            char what[FRAME_MAX_TEXT + 1];
+            log_warn("right link to %s lost: %s", h->name, why);
+            l->stats.breaks++;
             l->backoff_ms = l->cfg->backoff_initial_ms;
             l->cb.on_down(l->data, LINK_RIGHT, why);
+            /* The break travels from the right neighbour's side; here it
+             * only fails what this host has. */
+            snprintf(what, sizeof what, "ring broken: host %s lost its link to %s (%s): %s",
+                     l->cfg->hosts[l->me].name, h->name, h->address, why);
+            adopt(l, new_epoch(l), 1, RINGD_ERING, what);
         } else {
             uint32_t suppressed = 0;
             if (log_ratelimit_ok(&l->connect_rl, uv_now(l->loop), 30000, &suppressed))
@@ -662,7 +821,14 @@ static void on_connect(uv_connect_t *req, int status)
     frame_hello h = {.n_hosts = (uint32_t)l->n,
                      .from_pos = (uint32_t)l->me,
                      .to_pos = (uint32_t)l->right,
-                     .epoch = l->epoch};
+                     .epoch = l->epoch,
+                     .auth = l->has_key};
+    if (l->has_key && auth_nonce(h.nonce) < 0) {
+        conn_close(c, "cannot make a random challenge");
+        return;
+    }
+    memcpy(c->my_nonce, h.nonce, sizeof h.nonce);
+    c->hello_epoch = h.epoch;
     snprintf(h.cluster, sizeof h.cluster, "%s", l->cfg->cluster);
     snprintf(h.from_name, sizeof h.from_name, "%s", l->cfg->hosts[l->me].name);
     send_req *s = malloc(sizeof *s + CONTROL_CAP);
@@ -737,6 +903,36 @@ static void start_connect(links *l)
     }
 }
 
+/* The link this host's right connection c is, for the challenge-response. */
+static auth_link right_link(const links *l, const conn *c)
+{
+    return (auth_link){.cluster = l->cfg->cluster,
+                       .connector = (uint32_t)l->me,
+                       .acceptor = (uint32_t)l->right,
+                       .connector_epoch = c->hello_epoch,
+                       .acceptor_epoch = c->welcome_epoch,
+                       .connector_nonce = c->my_nonce,
+                       .acceptor_nonce = c->peer_nonce};
+}
+
+/* Answers the acceptor's challenge; returns whether its own answer to ours
+ * was right. The answer goes out either way, so that both ends log a key
+ * that differs. */
+static int answer_challenge(conn *c, const frame_welcome *w)
+{
+    links *l = c->owner;
+    memcpy(c->peer_nonce, w->nonce, FRAME_NONCE_SIZE);
+    c->welcome_epoch = w->epoch;
+    auth_link link = right_link(l, c);
+    int ok = w->auth && auth_check(&l->key, AUTH_ACCEPTOR, &link, w->mac);
+    frame_auth a;
+    auth_answer(&l->key, AUTH_CONNECTOR, &link, a.mac);
+    send_req *s = malloc(sizeof *s + CONTROL_CAP);
+    int n = s ? frame_encode_auth(s->buf, CONTROL_CAP, &a) : -1;
+    if (n < 0 || send_control(c, s, n, NULL) < 0) return 0;
+    return ok;
+}
+
 static void handle_welcome(conn *c)
 {
     links *l = c->owner;
@@ -749,14 +945,26 @@ static void handle_welcome(conn *c)
         char why[FRAME_MAX_TEXT + 64];
         snprintf(why, sizeof why, "refused by %s: %s", side_name(l, LINK_RIGHT), w.reason);
         log_error("right neighbour %s refused the link: %s", side_name(l, LINK_RIGHT), w.reason);
+        if (w.status == RINGD_EAUTH) l->stats.auth_failures++;
         /* A refusal is a configuration problem; do not hammer the peer. */
+        l->backoff_ms = l->cfg->backoff_max_ms;
+        conn_close(c, why);
+        return;
+    }
+    if (l->has_key && !answer_challenge(c, &w)) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "authentication failed: %s did not prove it holds this cluster's key "
+                 "(are both secret_files identical?)",
+                 side_name(l, LINK_RIGHT));
+        log_error("right neighbour %s (%s): %s", side_name(l, LINK_RIGHT), c->peer, why);
+        l->stats.auth_failures++;
         l->backoff_ms = l->cfg->backoff_max_ms;
         conn_close(c, why);
         return;
     }
     uv_timer_stop(&c->timer);
     if (w.epoch > l->epoch) l->epoch = w.epoch;
-    c->epoch = w.epoch;
     l->r_state = LINK_UP;
     l->right_error[0] = '\0';
     l->backoff_ms = l->cfg->backoff_initial_ms;
@@ -764,8 +972,10 @@ static void handle_welcome(conn *c)
     if (l->was_up) l->stats.reconnects++;
     l->was_up = 1;
     expect(c, RD_HEADER, FRAME_HEADER_SIZE);
-    log_info("right link to %s (%s) up, epoch %u", side_name(l, LINK_RIGHT), c->peer, l->epoch);
+    log_info("right link to %s (%s) up%s", side_name(l, LINK_RIGHT), c->peer,
+             l->has_key ? ", authenticated" : "");
     l->cb.on_up(l->data, LINK_RIGHT);
+    form_ring(l);
 }
 
 /* ---- the left link ---- */
@@ -790,6 +1000,39 @@ static void refuse(conn *c, int code, const char *reason)
     c->refusing = 1;
     uv_read_stop((uv_stream_t *)&c->tcp);
     if (n < 0 || send_control(c, s, n, on_refusal_sent) < 0) conn_close(c, "refused");
+}
+
+/* The connection from the left neighbour is ours now. */
+static void accept_left(conn *c)
+{
+    links *l = c->owner;
+    const char *left_name = l->cfg->hosts[l->left].name;
+    /* A left neighbour that reconnects replaces its old connection, which
+     * may be a half-open leftover from before it restarted. */
+    if (l->l) conn_close(l->l, "replaced by a new connection from the left neighbour");
+    unlink_pending(l, c);
+    uv_timer_stop(&c->timer);
+    c->role = CONN_LEFT;
+    c->awaiting_auth = 0;
+    c->last_read = uv_now(l->loop);
+    l->l = c;
+    l->left_error[0] = '\0';
+    tune_socket(l, &c->tcp);
+    expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+    log_info("left link from %s (%s) up%s", left_name, c->peer,
+             l->has_key ? ", authenticated" : "");
+    l->cb.on_up(l->data, LINK_LEFT);
+}
+
+static auth_link left_link(const links *l, const conn *c)
+{
+    return (auth_link){.cluster = l->cfg->cluster,
+                       .connector = (uint32_t)l->left,
+                       .acceptor = (uint32_t)l->me,
+                       .connector_epoch = c->hello_epoch,
+                       .acceptor_epoch = c->welcome_epoch,
+                       .connector_nonce = c->peer_nonce,
+                       .acceptor_nonce = c->my_nonce};
 }
 
 static void handle_hello(conn *c)
@@ -826,28 +1069,65 @@ static void handle_hello(conn *c)
         return;
     }
 
+    if (l->has_key != h.auth) {
+        snprintf(why, sizeof why,
+                 l->has_key ? "this host requires a cluster key (secret_file) and \"%s\" has none"
+                            : "\"%s\" uses a cluster key (secret_file) and this host has none",
+                 h.from_name);
+        l->stats.auth_failures++;
+        refuse(c, RINGD_EAUTH, why);
+        return;
+    }
+
     if (h.epoch > l->epoch) l->epoch = h.epoch;
-    frame_welcome w = {.status = 0, .epoch = l->epoch};
+    frame_welcome w = {.status = 0, .epoch = l->epoch, .auth = l->has_key};
+    snprintf(c->claimed, sizeof c->claimed, "%s", h.from_name);
+    if (l->has_key) {
+        memcpy(c->peer_nonce, h.nonce, FRAME_NONCE_SIZE);
+        c->hello_epoch = h.epoch;
+        c->welcome_epoch = w.epoch;
+        if (auth_nonce(w.nonce) < 0) {
+            conn_close(c, "cannot make a random challenge");
+            return;
+        }
+        memcpy(c->my_nonce, w.nonce, FRAME_NONCE_SIZE);
+        auth_link link = left_link(l, c);
+        auth_answer(&l->key, AUTH_ACCEPTOR, &link, w.mac);
+    }
     send_req *s = malloc(sizeof *s + CONTROL_CAP);
     int n = s ? frame_encode_welcome(s->buf, CONTROL_CAP, &w) : -1;
     if (n < 0 || send_control(c, s, n, NULL) < 0) {
         conn_close(c, "cannot send WELCOME");
         return;
     }
+    if (l->has_key) {
+        /* Not a link until it answers our challenge. */
+        c->awaiting_auth = 1;
+        expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+        return;
+    }
+    accept_left(c);
+}
 
-    /* A left neighbour that reconnects replaces its old connection, which
-     * may be a half-open leftover from before it restarted. */
-    if (l->l) conn_close(l->l, "replaced by a new connection from the left neighbour");
-    unlink_pending(l, c);
-    uv_timer_stop(&c->timer);
-    c->role = CONN_LEFT;
-    c->epoch = l->epoch;
-    l->l = c;
-    l->left_error[0] = '\0';
-    tune_socket(l, &c->tcp);
-    expect(c, RD_HEADER, FRAME_HEADER_SIZE);
-    log_info("left link from %s (%s) up, epoch %u", left_name, c->peer, l->epoch);
-    l->cb.on_up(l->data, LINK_LEFT);
+static void handle_auth(conn *c)
+{
+    links *l = c->owner;
+    frame_auth a;
+    if (frame_decode_auth(&c->hdr, c->body, &a) < 0) {
+        conn_close(c, "malformed AUTH");
+        return;
+    }
+    auth_link link = left_link(l, c);
+    if (!auth_check(&l->key, AUTH_CONNECTOR, &link, a.mac)) {
+        log_warn("refused connection from %s claiming to be \"%s\": authentication failed "
+                 "(wrong cluster key; are both secret_files identical?)",
+                 c->peer, c->claimed);
+        l->stats.auth_failures++;
+        c->refusing = 1; /* logged here, once */
+        conn_close(c, "authentication failed");
+        return;
+    }
+    accept_left(c);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -878,6 +1158,36 @@ static void on_connection(uv_stream_t *server, int status)
     start_reading(c);
 }
 
+/* ---- heartbeats ---- */
+
+/* TCP keepalive notices a dead peer after minutes, and not at all a frozen
+ * one whose kernel still acknowledges: each side PINGs the other on both
+ * links, and a link on which nothing at all arrived for heartbeat_timeout is
+ * closed (which breaks the ring, so collectives fail now, not at their
+ * deadline). A left link we stopped reading is quiet by our choice. */
+static void check_link(links *l, conn *c, uint64_t now)
+{
+    if (!c || c->closing || (c->role == CONN_RIGHT && l->r_state != LINK_UP)) return;
+    if (c->rd != RD_PAUSED && now - c->last_read >= l->cfg->heartbeat_timeout_ms) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "nothing received for %.1f s (heartbeat_timeout): the host is frozen, "
+                 "overloaded or cut off",
+                 (double)(now - c->last_read) / 1000);
+        conn_close(c, why);
+        return;
+    }
+    send_ping(c);
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+    links *l = t->data;
+    uint64_t now = uv_now(l->loop);
+    check_link(l, l->l, now);
+    check_link(l, l->r, now);
+}
+
 /* ---- lifecycle ---- */
 
 int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_callbacks *cb,
@@ -899,10 +1209,12 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     uv_timer_init(loop, &l->retry);
     uv_timer_init(loop, &l->resume);
     uv_idle_init(loop, &l->flush);
+    uv_timer_init(loop, &l->heartbeat);
+    l->heartbeat.data = l;
     l->flush.data = l;
     l->retry.data = l;
     l->resume.data = l;
-    l->open_handles = 3;
+    l->open_handles = 4;
     *out = l;
     return 0;
 }
@@ -935,6 +1247,12 @@ int links_start(links *l, char *err, size_t errlen)
         return RINGD_EIO;
     }
     log_info("listening on %s for left neighbour %s", h->address, side_name(l, LINK_LEFT));
+    if (!l->has_key)
+        log_warn("no secret_file: any host that can reach %s may join the ring; "
+                 "set a cluster key in the config",
+                 h->address);
+    uv_timer_start(&l->heartbeat, on_heartbeat, l->cfg->heartbeat_interval_ms,
+                   l->cfg->heartbeat_interval_ms);
     start_connect(l);
     return 0;
 }
@@ -959,6 +1277,7 @@ void links_close(links *l, void (*done)(void *), void *data)
     close_handle(l, (uv_handle_t *)&l->retry);
     close_handle(l, (uv_handle_t *)&l->resume);
     close_handle(l, (uv_handle_t *)&l->flush);
+    close_handle(l, (uv_handle_t *)&l->heartbeat);
     if (l->listening) close_handle(l, (uv_handle_t *)&l->listener);
 }
 
@@ -967,6 +1286,17 @@ link_state links_state(const links *l, link_side side)
     if (l->n == 1) return LINK_SELF;
     if (side == LINK_LEFT) return l->l ? LINK_UP : LINK_DOWN;
     return l->r_state;
+}
+
+int links_ready(const links *l)
+{
+    return l->n == 1 || (l->ready && l->l && l->r && l->r_state == LINK_UP);
+}
+
+void links_set_key(links *l, const auth_key *key)
+{
+    l->key = *key;
+    l->has_key = 1;
 }
 
 uint32_t links_epoch(const links *l)

@@ -4,9 +4,18 @@
  * This host connects to its right neighbour (and only sends data on that
  * connection) and accepts its left neighbour (and only receives data on that
  * one). The module keeps both up: it resolves, connects and handshakes with
- * capped exponential backoff, validates the left neighbour's HELLO, and reads
- * frames straight into the buffers the ring names, so payload bytes are never
- * copied on the way in or out.
+ * capped exponential backoff, validates the left neighbour's HELLO (and, with
+ * a cluster key, authenticates both ends), and reads frames straight into the
+ * buffers the ring names, so payload bytes are never copied on the way in or
+ * out.
+ *
+ * It also keeps the ring's epoch. A ring is "ready" when an EPOCH FORM frame
+ * sent by the host whose right link came up last has gone all the way round
+ * and been confirmed; collectives run only then, numbered from 0 in each
+ * epoch. A link that breaks (closed, reset, or silent for heartbeat_timeout:
+ * PINGs flow both ways on quiet links) starts a BREAK that travels the ring
+ * from there, so every host fails its collectives at once, not at their
+ * deadlines. Frames of an older epoch are dropped.
  */
 #ifndef RINGD_LINKS_H
 #define RINGD_LINKS_H
@@ -15,6 +24,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "config/config.h"
 #include "proto/frame.h"
 
@@ -41,13 +51,22 @@ typedef struct {
     /* A DATA header arrived on the left link. Returns a link_recv, or a
      * negative RINGD_E* code with a message in why: the link is then closed. */
     int (*on_data)(void *data, const frame_data *d, uint8_t **dst, char *why, size_t whylen);
-    /* The payload of the frame accepted with LINK_RECV_INTO is in place. */
-    void (*on_payload)(void *data, const frame_data *d);
+    /* The payload of the frame accepted with LINK_RECV_INTO is in place
+     * (status 0), or arrived with a bad checksum (RINGD_ECORRUPT, message in
+     * why): the stream is intact, the bytes are not. */
+    void (*on_payload)(void *data, const frame_data *d, int status, const char *why);
     /* A frame sent with links_send_data(..., ctx) left this process (or was
      * cancelled: status < 0); its payload buffer is free again. */
     void (*on_sent)(void *data, void *ctx, int status);
     /* An ABORT arrived on the left link (already checked against its epoch). */
     void (*on_abort)(void *data, const frame_abort *a);
+    /* The ring moved to a new epoch and is not ready. broke: a link broke,
+     * so every collective submitted until now fails with (code, why);
+     * otherwise the ring is re-forming: running collectives fail, queued
+     * ones wait. */
+    void (*on_epoch)(void *data, uint32_t epoch, int broke, int code, const char *why);
+    /* The ring is whole and confirmed under the current epoch. */
+    void (*on_ready)(void *data);
 } links_callbacks;
 
 typedef struct links links;
@@ -56,6 +75,10 @@ typedef struct links links;
  * c must outlive the links. */
 int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_callbacks *cb,
               void *data);
+
+/* Requires every link to prove it holds key (copied). Call before
+ * links_start(); without it the links are not authenticated. */
+void links_set_key(links *l, const auth_key *key);
 
 /* Listens on this host's address and starts connecting to the right
  * neighbour. Returns 0 or a negative code with a message in err (for
@@ -86,8 +109,10 @@ int links_send_abort(links *l, const frame_abort *a);
 void links_resume(links *l);
 
 link_state links_state(const links *l, link_side side);
-/* This host's ring epoch: bumped whenever a link that was up goes down,
- * and raised to the neighbour's at a handshake when that one is higher. */
+/* Whether collectives may run: the ring is whole under the current epoch. */
+int links_ready(const links *l);
+/* This host's ring epoch: a new one whenever a link breaks or forms; the
+ * largest seen wins. */
 uint32_t links_epoch(const links *l);
 const char *links_state_name(link_state s);
 
@@ -97,6 +122,9 @@ const char *links_last_error(const links *l, link_side side);
 typedef struct {
     uint64_t bytes_in, bytes_out; /* payload bytes */
     uint64_t reconnects;          /* right link re-established after being up */
+    uint64_t breaks;              /* links lost (either side) */
+    uint64_t auth_failures;       /* peers refused for a wrong or missing key */
+    uint64_t checksum_errors;     /* DATA payloads with a bad CRC32C */
 } links_stats;
 
 void links_get_stats(const links *l, links_stats *out);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "config/config.h"
 #include "local.h"
 #include "log.h"
@@ -158,6 +159,14 @@ int main(int argc, char **argv)
         cfg_free(&d.config);
         return EXIT_USAGE;
     }
+    /* The key is checked here, before anything starts: a daemon that cannot
+     * authenticate must not join the ring unauthenticated. */
+    static auth_key key;
+    if (d.config.secret_file && auth_load_key(d.config.secret_file, &key, err, sizeof err) < 0) {
+        fprintf(stderr, "ringd: %s: %s\n", config_path, err);
+        cfg_free(&d.config);
+        return EXIT_USAGE;
+    }
     if (check_only) {
         printf("%s: ok, cluster %s, %zu host(s), %d rank(s)\n", config_path, d.config.cluster,
                d.config.n_hosts, cfg_total_ranks(&d.config));
@@ -171,6 +180,7 @@ int main(int argc, char **argv)
 
     d.loop = uv_default_loop();
     int rc = ring_new(&d.ring, d.loop, &d.config, me);
+    if (rc == 0 && d.config.secret_file) ring_set_key(d.ring, &key);
     if (rc == 0) rc = local_new(&d.local, d.loop, &d.config, me, d.ring);
     if (rc < 0) {
         fprintf(stderr, "ringd: cannot start: %s\n", ringd_strerror(rc));

@@ -32,10 +32,17 @@
  * bytes, i.e. after the kernel has taken them.
  *
  * A collective that fails for a reason the streams survive (the hosts
- * disagree on it, a rank never came, a deadline) sends an ABORT around the
- * ring, so every host fails it with the same message and the links stay up;
- * frames of it still in flight are dropped as stale. A lost link or a
+ * disagree on it, a rank never came, a deadline, a bad checksum) sends an
+ * ABORT around the ring, so every host fails it with the same message and
+ * the links stay up; frames of it still in flight are dropped as stale. A
  * protocol error drops both links instead (see fail_links()).
+ *
+ * Collectives run only while the links say the ring is ready, and are
+ * numbered from 0 in each ring epoch. When a link breaks, the links move
+ * every host to a new epoch (see links.c): each fails the collectives it has
+ * running or queued, with a message naming the lost link, and numbering
+ * starts again once the ring has re-formed, so hosts agree on it whatever
+ * each had submitted when the link broke.
  *
  * Small collectives run together (fusion): while one is in flight, the next
  * queued ones start too, up to fusion_max of them and as long as each is no
@@ -66,7 +73,8 @@
 #define MAX_ACTIVE 64 /* collectives running at once */
 
 typedef struct {
-    ring_job *job; /* the running collective, or NULL */
+    ring_job *job;  /* the running collective, or NULL */
+    uint32_t epoch; /* the ring epoch it started in */
     size_t esize;
     uint64_t base, extra; /* allreduce chunks: base + (c < extra) elements */
     int dist;             /* broadcast: hops from the root's host */
@@ -100,6 +108,7 @@ struct ring {
     int n_aborts;
     frame_abort unsent[MAX_ABORTS]; /* aborts to pass on once the right link is up */
     int n_unsent;
+    uint32_t epoch; /* the links' epoch: seqs count from 0 in each */
     uv_timer_t tick;
     int advancing;
     int closing;
@@ -201,12 +210,25 @@ static active *slot(ring *r, int k)
     return &r->act[(r->first + k) % MAX_ACTIVE];
 }
 
-/* The running collective of seq, or NULL. Running seqs are consecutive. */
-static active *find_active(ring *r, uint64_t seq)
+/* The running collective (epoch, seq), or NULL. The running ones of an
+ * epoch have consecutive seqs, and those of an older epoch come first. */
+static active *find_active(ring *r, uint32_t epoch, uint64_t seq)
 {
-    if (r->n_act == 0) return NULL;
-    uint64_t first = slot(r, 0)->job->seq;
-    return seq >= first && seq - first < (uint64_t)r->n_act ? slot(r, (int)(seq - first)) : NULL;
+    int k = 0;
+    while (k < r->n_act && slot(r, k)->epoch != epoch)
+        k++;
+    if (k == r->n_act) return NULL;
+    uint64_t first = slot(r, k)->job->seq;
+    if (seq < first || seq - first >= (uint64_t)(r->n_act - k)) return NULL;
+    active *a = slot(r, k + (int)(seq - first));
+    return a->epoch == epoch ? a : NULL;
+}
+
+/* Whether collectives of an older epoch still run (failed, finishing their
+ * sends and reads): the new epoch's cannot start beside them. */
+static int stale(ring *r)
+{
+    return r->n_act > 0 && slot(r, 0)->epoch != r->epoch;
 }
 
 /* ---- failure ---- */
@@ -284,19 +306,39 @@ static void fail_abort(ring *r, active *a, int status, const char *fmt, ...)
 static void fail_links(ring *r, active *a, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The others running go down with a. */
+static void fail_others(ring *r, active *a)
+{
+    for (int k = 0; k < r->n_act; k++) {
+        active *o = slot(r, k);
+        if (o != a && o->status == 0)
+            fail_here(o, a->status, "%s #%" PRIu64 " failed with #%" PRIu64 ": %s", o->job->label,
+                      o->job->seq, a->job->seq, a->message);
+    }
+}
+
 static void fail_links(ring *r, active *a, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     record_v(a, status, fmt, ap);
     va_end(ap);
-    for (int k = 0; k < r->n_act; k++) {
-        active *o = slot(r, k);
-        if (o != a && o->status == 0)
-            fail_here(o, status, "%s #%" PRIu64 " failed with #%" PRIu64 ": %s", o->job->label,
-                      o->job->seq, a->job->seq, a->message);
-    }
+    fail_others(r, a);
     if (r->n > 1) links_reset(r->links, "a collective on this host failed");
+}
+
+/* Fails every running collective when a link is already gone: the links
+ * break the ring themselves. */
+static void fail_running(ring *r, active *a, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void fail_running(ring *r, active *a, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record_v(a, status, fmt, ap);
+    va_end(ap);
+    fail_others(r, a);
 }
 
 /* ---- sending ---- */
@@ -320,8 +362,8 @@ static void send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_
     chunk_range(r, a, c, &coff, &clen);
     int rc = links_send_data(r->links, &d, j->buf + coff + off, a);
     if (rc < 0) {
-        fail_links(r, a, RINGD_ERING, "%s #%" PRIu64 ": cannot send to right neighbour %s: %s",
-                   j->label, j->seq, neighbour(r, 1), ringd_strerror(rc));
+        fail_running(r, a, RINGD_ERING, "%s #%" PRIu64 ": cannot send to right neighbour %s: %s",
+                     j->label, j->seq, neighbour(r, 1), ringd_strerror(rc));
         return;
     }
     a->writes++;
@@ -366,6 +408,7 @@ static void start(ring *r)
     memset(a, 0, sizeof *a);
     a->recv_off = recv_off;
     a->job = j;
+    a->epoch = r->epoch;
     j->seq = r->stats.seq++;
     a->esize = ringd_dtype_size(j->dtype);
 
@@ -412,10 +455,9 @@ static void start(ring *r)
     links_resume(r->links);
 }
 
-static int ring_up(const ring *r)
+static int ring_up(ring *r)
 {
-    return r->n == 1 || (links_state(r->links, LINK_LEFT) == LINK_UP &&
-                         links_state(r->links, LINK_RIGHT) == LINK_UP);
+    return links_ready(r->links) && !stale(r);
 }
 
 /* Whether the next queued job may start now, beside those running: only
@@ -542,11 +584,17 @@ static void describe_wait(const ring *r, const active *a, char *out, size_t len)
         link_state ls = links_state(r->links, LINK_LEFT), rs = links_state(r->links, LINK_RIGHT);
         const char *le = links_last_error(r->links, LINK_LEFT);
         const char *re = links_last_error(r->links, LINK_RIGHT);
-        snprintf(out, len,
-                 "the ring is not formed: right link to %s (%s) is %s%s%s; left link from %s "
-                 "is %s%s%s",
-                 right->name, right->address, links_state_name(rs), *re ? ": " : "", re,
-                 neighbour(r, -1), links_state_name(ls), *le ? ": " : "", le);
+        if (ls == LINK_UP && rs == LINK_UP)
+            snprintf(out, len,
+                     "the ring is not formed: both links of this host are up, so a link "
+                     "further round the ring is down (see the other hosts' logs or "
+                     "ringctl status there)");
+        else
+            snprintf(out, len,
+                     "the ring is not formed: right link to %s (%s) is %s%s%s; left link "
+                     "from %s is %s%s%s",
+                     right->name, right->address, links_state_name(rs), *re ? ": " : "", re,
+                     neighbour(r, -1), links_state_name(ls), *le ? ": " : "", le);
         return;
     }
     int g = a->first;
@@ -598,8 +646,33 @@ static void on_tick(uv_timer_t *t)
 
 static void on_up(void *data, link_side side)
 {
+    (void)side;
+    advance(data);
+}
+
+static void on_ready(void *data)
+{
     ring *r = data;
-    if (side == LINK_RIGHT) flush_aborts(r);
+    flush_aborts(r);
+    advance(r);
+}
+
+static void on_epoch(void *data, uint32_t epoch, int broke, int code, const char *why)
+{
+    ring *r = data;
+    r->epoch = epoch;
+    r->stats.seq = 0;
+    /* Aborts are of the old numbering. */
+    r->n_aborts = 0;
+    r->n_unsent = 0;
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = slot(r, k);
+        if (a->status == 0)
+            fail_here(a, code, "%s #%" PRIu64 " failed: %s", a->job->label, a->job->seq, why);
+    }
+    /* After a break, hosts may have submitted different numbers of
+     * collectives: nothing submitted so far may pair with another host's. */
+    if (broke) drain_queue(r, code, why);
     advance(r);
 }
 
@@ -611,10 +684,10 @@ static void on_down(void *data, link_side side, const char *why)
         active *a = slot(r, k);
         if (side == LINK_LEFT) a->reading = 0; /* the payload will not arrive */
         if (a->status == 0 && (a->steps_left > 0 || a->writes > 0)) {
-            fail_links(r, a, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s",
-                       a->job->label, a->job->seq, side == LINK_LEFT ? "left" : "right", peer->name,
-                       peer->address, why);
-            break; /* fail_links() took the others down too */
+            fail_running(r, a, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s",
+                         a->job->label, a->job->seq, side == LINK_LEFT ? "left" : "right",
+                         peer->name, peer->address, why);
+            break; /* the others went with it */
         }
     }
     advance(r);
@@ -623,7 +696,7 @@ static void on_down(void *data, link_side side, const char *why)
 static void on_abort(void *data, const frame_abort *ab)
 {
     ring *r = data;
-    active *a = find_active(r, ab->seq);
+    active *a = find_active(r, r->epoch, ab->seq);
     if (a) {
         /* The first failure wins; an abort of a collective that already
          * failed here stops, so each abort goes round the ring once. */
@@ -691,7 +764,7 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
      * be behind it. One not submitted here yet waits in the socket. */
     while (d->seq >= r->stats.seq && r->next_start && ring_up(r) && r->n_act < MAX_ACTIVE)
         start(r);
-    active *a = find_active(r, d->seq);
+    active *a = find_active(r, d->epoch, d->seq);
     if (!a) return d->seq >= r->stats.seq ? LINK_RECV_PAUSE : LINK_RECV_SKIP;
     ring_job *j = a->job;
     /* Frames of one that failed here are late, not wrong. */
@@ -750,13 +823,16 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
     return LINK_RECV_INTO;
 }
 
-static void on_payload(void *data, const frame_data *d)
+static void on_payload(void *data, const frame_data *d, int status, const char *why)
 {
     ring *r = data;
-    active *a = find_active(r, d->seq);
+    active *a = find_active(r, d->epoch, d->seq);
     if (!a) return; /* cannot happen: running jobs complete only after their reads */
     ring_job *j = a->job;
     a->reading = 0;
+    if (status < 0 && a->status == 0)
+        fail_abort(r, a, status, "%s #%" PRIu64 " failed at step %u: %s", j->label, j->seq, d->step,
+                   why);
     if (a->status != 0) {
         advance(r);
         return;
@@ -796,9 +872,9 @@ static void on_sent(void *data, void *ctx, int status)
     active *a = ctx;
     a->writes--;
     if (status < 0 && a->status == 0)
-        fail_links(r, a, RINGD_ERING,
-                   "%s #%" PRIu64 " failed: sending to right neighbour %s failed", a->job->label,
-                   a->job->seq, neighbour(r, 1));
+        fail_running(r, a, RINGD_ERING,
+                     "%s #%" PRIu64 " failed: sending to right neighbour %s failed", a->job->label,
+                     a->job->seq, neighbour(r, 1));
     advance(r);
 }
 
@@ -817,7 +893,8 @@ int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me)
         r->act[k].recv_off = calloc(2 * (size_t)r->n, sizeof *r->act[k].recv_off);
         if (!r->act[k].recv_off) rc = RINGD_ENOMEM;
     }
-    static const links_callbacks cb = {on_up, on_down, on_data, on_payload, on_sent, on_abort};
+    static const links_callbacks cb = {on_up,   on_down,  on_data,  on_payload,
+                                       on_sent, on_abort, on_epoch, on_ready};
     if (rc == 0) rc = links_new(&r->links, loop, c, me, &cb, r);
     if (rc < 0) {
         for (int k = 0; k < MAX_ACTIVE; k++)
@@ -829,6 +906,11 @@ int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me)
     r->tick.data = r;
     *out = r;
     return 0;
+}
+
+void ring_set_key(ring *r, const auth_key *key)
+{
+    links_set_key(r->links, key);
 }
 
 int ring_start(ring *r, char *err, size_t errlen)

@@ -65,6 +65,9 @@ typedef struct {
 /* Creates the engine of host `me` and its links (not started). */
 int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me);
 
+/* Requires the links to authenticate with key; see links_set_key(). */
+void ring_set_key(ring *r, const auth_key *key);
+
 /* Starts listening and connecting; see links_start(). */
 int ring_start(ring *r, char *err, size_t errlen);
 

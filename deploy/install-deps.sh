@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
     gcc make cmake pkg-config       # toolchain
-    libuv1-dev libyaml-dev          # the daemon's libraries
+    libuv1-dev libyaml-dev libssl-dev # the daemon's libraries (libcrypto: HMAC)
     libcriterion-dev                # tests (the build compiles them too)
 )
 if [ "${1:-}" != "--build" ]; then

@@ -59,6 +59,10 @@ const char *frame_type_name(int type)
         return "ABORT";
     case FRAME_PING:
         return "PING";
+    case FRAME_AUTH:
+        return "AUTH";
+    case FRAME_EPOCH:
+        return "EPOCH";
     }
     return "UNKNOWN";
 }
@@ -92,6 +96,8 @@ int frame_decode_header(const uint8_t *buf, size_t len, frame_header *out)
     case FRAME_HELLO:
     case FRAME_WELCOME:
     case FRAME_ABORT:
+    case FRAME_AUTH:
+    case FRAME_EPOCH:
         ok = n <= FRAME_MAX_CONTROL_BODY;
         break;
     default:
@@ -123,6 +129,21 @@ static uint16_t hello_flags(void)
     return first ? FRAME_FLAG_LITTLE_ENDIAN : 0;
 }
 
+static void wr_bytes(bytes_writer *w, const uint8_t *src, size_t n)
+{
+    uint8_t *p = wr_take(w, n);
+    if (p) memcpy(p, src, n);
+}
+
+static void rd_bytes(bytes_reader *r, uint8_t *dst, size_t n)
+{
+    const uint8_t *p = rd_take(r, n);
+    if (p)
+        memcpy(dst, p, n);
+    else
+        memset(dst, 0, n);
+}
+
 int frame_encode_hello(uint8_t *buf, size_t cap, const frame_hello *h)
 {
     bytes_writer w;
@@ -134,7 +155,9 @@ int frame_encode_hello(uint8_t *buf, size_t cap, const frame_hello *h)
     wr_u32(&w, h->epoch);
     wr_str(&w, h->cluster, FRAME_MAX_NAME);
     wr_str(&w, h->from_name, FRAME_MAX_NAME);
-    return finish(&w, FRAME_HELLO, hello_flags(), body_len(&w));
+    wr_bytes(&w, h->nonce, FRAME_NONCE_SIZE);
+    return finish(&w, FRAME_HELLO, (uint16_t)(hello_flags() | (h->auth ? FRAME_FLAG_AUTH : 0)),
+                  body_len(&w));
 }
 
 int frame_encode_welcome(uint8_t *buf, size_t cap, const frame_welcome *wl)
@@ -145,7 +168,9 @@ int frame_encode_welcome(uint8_t *buf, size_t cap, const frame_welcome *wl)
     wr_i32(&w, wl->status);
     wr_u32(&w, wl->epoch);
     wr_str(&w, wl->reason, FRAME_MAX_TEXT);
-    return finish(&w, FRAME_WELCOME, 0, body_len(&w));
+    wr_bytes(&w, wl->nonce, FRAME_NONCE_SIZE);
+    wr_bytes(&w, wl->mac, FRAME_MAC_SIZE);
+    return finish(&w, FRAME_WELCOME, wl->auth ? FRAME_FLAG_AUTH : 0, body_len(&w));
 }
 
 int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
@@ -171,8 +196,11 @@ int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
     wr_u16(&w, 0);
     wr_u32(&w, d->root);
     wr_f64(&w, d->wsum);
+    wr_u32(&w, d->has_crc ? d->crc : 0);
+    wr_u32(&w, 0); /* reserved */
     /* The header counts the payload that the caller sends after these bytes. */
-    return finish(&w, FRAME_DATA, 0, FRAME_DATA_HEADER_SIZE + d->length);
+    return finish(&w, FRAME_DATA, d->has_crc ? FRAME_FLAG_CRC : 0,
+                  FRAME_DATA_HEADER_SIZE + d->length);
 }
 
 int frame_encode_abort(uint8_t *buf, size_t cap, const frame_abort *a)
@@ -195,6 +223,28 @@ int frame_encode_ping(uint8_t *buf, size_t cap)
     return finish(&w, FRAME_PING, 0, 0);
 }
 
+int frame_encode_auth(uint8_t *buf, size_t cap, const frame_auth *a)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_bytes(&w, a->mac, FRAME_MAC_SIZE);
+    return finish(&w, FRAME_AUTH, 0, body_len(&w));
+}
+
+int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u32(&w, e->epoch);
+    wr_u32(&w, e->origin);
+    wr_u8(&w, e->phase);
+    wr_i32(&w, e->code);
+    wr_str(&w, e->reason, FRAME_MAX_TEXT);
+    return finish(&w, FRAME_EPOCH, 0, body_len(&w));
+}
+
 /* The decoders check the header's type too: handing a body to the wrong
  * decoder is a bug that would otherwise read as a malformed peer. */
 
@@ -208,6 +258,8 @@ int frame_decode_hello(const frame_header *hdr, const uint8_t *body, frame_hello
     out->epoch = rd_u32(&r);
     rd_str(&r, out->cluster, FRAME_MAX_NAME);
     rd_str(&r, out->from_name, FRAME_MAX_NAME);
+    rd_bytes(&r, out->nonce, FRAME_NONCE_SIZE);
+    out->auth = !!(hdr->flags & FRAME_FLAG_AUTH);
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }
 
@@ -218,6 +270,9 @@ int frame_decode_welcome(const frame_header *hdr, const uint8_t *body, frame_wel
     out->status = rd_i32(&r);
     out->epoch = rd_u32(&r);
     rd_str(&r, out->reason, FRAME_MAX_TEXT);
+    rd_bytes(&r, out->nonce, FRAME_NONCE_SIZE);
+    rd_bytes(&r, out->mac, FRAME_MAC_SIZE);
+    out->auth = !!(hdr->flags & FRAME_FLAG_AUTH);
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }
 
@@ -240,6 +295,9 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
     if (rd_u8(&r) != 0 || rd_u16(&r) != 0) r.bad = 1; /* reserved */
     out->root = rd_u32(&r);
     out->wsum = rd_f64(&r);
+    out->crc = rd_u32(&r);
+    out->has_crc = !!(hdr->flags & FRAME_FLAG_CRC);
+    if (rd_u32(&r) != 0) r.bad = 1; /* reserved */
     if (!rd_done(&r) || out->length != hdr->length - FRAME_DATA_HEADER_SIZE)
         return FRAME_EMALFORMED;
     return FRAME_OK;
@@ -253,5 +311,26 @@ int frame_decode_abort(const frame_header *hdr, const uint8_t *body, frame_abort
     out->epoch = rd_u32(&r);
     out->code = rd_i32(&r);
     rd_str(&r, out->reason, FRAME_MAX_TEXT);
+    return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
+}
+
+int frame_decode_auth(const frame_header *hdr, const uint8_t *body, frame_auth *out)
+{
+    bytes_reader r = {body, hdr->length, hdr->type != FRAME_AUTH};
+
+    rd_bytes(&r, out->mac, FRAME_MAC_SIZE);
+    return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
+}
+
+int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch *out)
+{
+    bytes_reader r = {body, hdr->length, hdr->type != FRAME_EPOCH};
+
+    out->epoch = rd_u32(&r);
+    out->origin = rd_u32(&r);
+    out->phase = rd_u8(&r);
+    out->code = rd_i32(&r);
+    rd_str(&r, out->reason, FRAME_MAX_TEXT);
+    if (out->phase < EPOCH_BREAK || out->phase > EPOCH_CONFIRM) r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }

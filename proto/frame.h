@@ -16,17 +16,21 @@
 #include <stdint.h>
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 1
+#define FRAME_VERSION 2
 #define FRAME_HEADER_SIZE 12
-#define FRAME_DATA_HEADER_SIZE 56             /* DATA body before the payload */
-#define FRAME_MAX_PAYLOAD (16u << 20)          /* largest DATA payload */
+#define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
+#define FRAME_MAX_PAYLOAD (16u << 20) /* largest DATA payload */
 #define FRAME_MAX_BODY (FRAME_DATA_HEADER_SIZE + FRAME_MAX_PAYLOAD)
-#define FRAME_MAX_NAME 64                      /* cluster names, host names */
-#define FRAME_MAX_TEXT 512                     /* reasons in WELCOME and ABORT */
-#define FRAME_MAX_CONTROL_BODY 1024            /* any frame but DATA */
+#define FRAME_MAX_NAME 64           /* cluster names, host names */
+#define FRAME_MAX_TEXT 512          /* reasons in WELCOME and ABORT */
+#define FRAME_MAX_CONTROL_BODY 1024 /* any frame but DATA */
+#define FRAME_NONCE_SIZE 32         /* handshake challenges */
+#define FRAME_MAC_SIZE 32           /* HMAC-SHA256 */
 
 /* Flags of the common header. */
 #define FRAME_FLAG_LITTLE_ENDIAN 0x0001 /* HELLO: the sender stores elements little-endian */
+#define FRAME_FLAG_AUTH 0x0002          /* HELLO, WELCOME: the sender has a cluster key */
+#define FRAME_FLAG_CRC 0x0004           /* DATA: crc holds the payload's CRC32C */
 
 typedef enum {
     FRAME_HELLO = 1,   /* connector -> acceptor: who I am, who I think you are */
@@ -34,50 +38,78 @@ typedef enum {
     FRAME_DATA = 3,    /* a segment of a collective's buffer */
     FRAME_ABORT = 4,   /* a collective failed; travels the ring */
     FRAME_PING = 5,    /* liveness on an idle link; either direction */
+    FRAME_AUTH = 6,    /* connector -> acceptor: its answer to the acceptor's challenge */
+    FRAME_EPOCH = 7,   /* the ring broke, re-forms or is whole again; travels the ring */
 } frame_type;
 
 typedef struct {
     uint8_t version;
-    uint8_t type;   /* frame_type */
+    uint8_t type; /* frame_type */
     uint16_t flags;
     uint32_t length; /* body bytes following the header */
 } frame_header;
 
 typedef struct {
-    uint32_t n_hosts;   /* ring size as configured by the sender */
-    uint32_t from_pos;  /* sender's position in the ring */
-    uint32_t to_pos;    /* position the sender believes the receiver has */
-    uint32_t epoch;     /* sender's ring epoch */
+    uint32_t n_hosts;                 /* ring size as configured by the sender */
+    uint32_t from_pos;                /* sender's position in the ring */
+    uint32_t to_pos;                  /* position the sender believes the receiver has */
+    uint32_t epoch;                   /* sender's ring epoch */
     char cluster[FRAME_MAX_NAME + 1]; /* NUL-terminated */
     char from_name[FRAME_MAX_NAME + 1];
+    uint8_t nonce[FRAME_NONCE_SIZE]; /* the connector's challenge (zeros without a key) */
+    int auth;                        /* FRAME_FLAG_AUTH: the sender has a key */
 } frame_hello;
 
 typedef struct {
-    int32_t status;   /* 0 accepted, else a negative RINGD_E* code */
-    uint32_t epoch;   /* epoch the link runs under (agreed: the larger of both) */
+    int32_t status;                  /* 0 accepted, else a negative RINGD_E* code */
+    uint32_t epoch;                  /* epoch the link runs under (agreed: the larger of both) */
     char reason[FRAME_MAX_TEXT + 1]; /* why it was refused; "" when accepted */
+    uint8_t nonce[FRAME_NONCE_SIZE]; /* the acceptor's challenge */
+    uint8_t mac[FRAME_MAC_SIZE];     /* the acceptor's answer to the connector's */
+    int auth;                        /* FRAME_FLAG_AUTH: the sender has a key */
 } frame_welcome;
+
+typedef struct {
+    uint8_t mac[FRAME_MAC_SIZE]; /* the connector's answer to the acceptor's challenge */
+} frame_auth;
+
+/* How an EPOCH frame changes the ring. */
+typedef enum {
+    EPOCH_BREAK = 1,   /* a link broke: fail every collective submitted so far */
+    EPOCH_FORM = 2,    /* a link (re)formed: the ring may be whole under this epoch */
+    EPOCH_CONFIRM = 3, /* the FORM went all the way round: collectives may start */
+} epoch_phase;
+
+typedef struct {
+    uint32_t epoch;                  /* the new ring epoch; larger wins */
+    uint32_t origin;                 /* ring position of the host that started this frame */
+    uint8_t phase;                   /* epoch_phase */
+    int32_t code;                    /* BREAK: the RINGD_E* code collectives fail with */
+    char reason[FRAME_MAX_TEXT + 1]; /* BREAK: what broke */
+} frame_epoch;
 
 /* The fixed part of a DATA body; the payload of `length` bytes follows. */
 typedef struct {
-    uint64_t seq;     /* collective sequence number within the epoch */
-    uint32_t epoch;   /* ring epoch; frames of another epoch are stale */
-    uint16_t step;    /* ring step, 0 .. 2(N-1)-1: reduce-scatter, then allgather */
-    uint8_t dtype;    /* ringd_dtype of the collective */
-    uint8_t op;       /* ringd_op of the collective */
-    uint32_t chunk;   /* chunk index, 0 .. N-1 */
-    uint32_t length;  /* payload bytes */
-    uint64_t count;   /* elements in the whole collective buffer */
-    uint64_t offset;  /* byte offset of the payload within its chunk */
-    uint8_t kind;     /* ringd_coll of the collective */
-    uint32_t root;    /* BROADCAST: the root rank; else 0 */
-    double wsum;      /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */
+    uint64_t seq;    /* collective sequence number within the epoch */
+    uint32_t epoch;  /* ring epoch; frames of another epoch are stale */
+    uint16_t step;   /* ring step, 0 .. 2(N-1)-1: reduce-scatter, then allgather */
+    uint8_t dtype;   /* ringd_dtype of the collective */
+    uint8_t op;      /* ringd_op of the collective */
+    uint32_t chunk;  /* chunk index, 0 .. N-1 */
+    uint32_t length; /* payload bytes */
+    uint64_t count;  /* elements in the whole collective buffer */
+    uint64_t offset; /* byte offset of the payload within its chunk */
+    uint8_t kind;    /* ringd_coll of the collective */
+    uint32_t root;   /* BROADCAST: the root rank; else 0 */
+    double wsum;     /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */
+    int has_crc;     /* FRAME_FLAG_CRC */
+    uint32_t crc;    /* CRC32C of the payload, when has_crc */
 } frame_data;
 
 typedef struct {
     uint64_t seq;
     uint32_t epoch;
-    int32_t code;     /* RINGD_E* */
+    int32_t code; /* RINGD_E* */
     char reason[FRAME_MAX_TEXT + 1];
 } frame_abort;
 
@@ -111,6 +143,8 @@ int frame_encode_welcome(uint8_t *buf, size_t cap, const frame_welcome *w);
 int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d);
 int frame_encode_abort(uint8_t *buf, size_t cap, const frame_abort *a);
 int frame_encode_ping(uint8_t *buf, size_t cap);
+int frame_encode_auth(uint8_t *buf, size_t cap, const frame_auth *a);
+int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e);
 
 /* Body decoders: body is the `hdr->length` bytes after the header (for DATA,
  * only the first FRAME_DATA_HEADER_SIZE of them). They check that the body is
@@ -120,5 +154,7 @@ int frame_decode_hello(const frame_header *hdr, const uint8_t *body, frame_hello
 int frame_decode_welcome(const frame_header *hdr, const uint8_t *body, frame_welcome *out);
 int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *out);
 int frame_decode_abort(const frame_header *hdr, const uint8_t *body, frame_abort *out);
+int frame_decode_auth(const frame_header *hdr, const uint8_t *body, frame_auth *out);
+int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch *out);
 
 #endif /* RINGD_PROTO_FRAME_H */

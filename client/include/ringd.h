@@ -57,7 +57,9 @@ extern "C" {
     X(ETOOBIG, -14, "buffer too large")                                                            \
     X(EIO, -15, "I/O error")                                                                       \
     X(ESHUTDOWN, -16, "daemon is shutting down")                                                   \
-    X(EINPROGRESS, -17, "request still in progress")
+    X(EINPROGRESS, -17, "request still in progress")                                               \
+    X(EAUTH, -18, "authentication failed")                                                         \
+    X(ECORRUPT, -19, "data corrupted in transit")
 
 typedef enum {
 #define RINGD_ERR_ENUM(name, value, desc) RINGD_##name = value,

@@ -34,9 +34,11 @@ from ._core import (
 )
 from ._lib import (
     EABORTED,
+    EAUTH,
     EBUSY,
     ECLOSED,
     ECONNECT,
+    ECORRUPT,
     EINPROGRESS,
     EINVAL,
     EIO,
@@ -69,9 +71,11 @@ def library_path():
 
 __all__ = [
     "EABORTED",
+    "EAUTH",
     "EBUSY",
     "ECLOSED",
     "ECONNECT",
+    "ECORRUPT",
     "EINPROGRESS",
     "EINVAL",
     "EIO",
