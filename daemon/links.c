@@ -137,8 +137,9 @@ struct links {
     int has_key;
     auth_key key;
     char left_error[256], right_error[256];
-    log_ratelimit connect_rl;
-    int was_up; /* the right link has been up before */
+    log_ratelimit connect_rl; /* the right link's failures to connect */
+    log_ratelimit refuse_rl;  /* refusals, either side: a misconfigured peer retries */
+    int was_up;               /* the right link has been up before */
     links_stats stats;
 
     int closing;
@@ -148,7 +149,21 @@ struct links {
     uint8_t skip[SKIP_BUF];
 };
 
+#define REFUSAL_LOG_MS 60000
+
 static void start_connect(links *l);
+
+/* Whether a refusal may be logged now; *note says how many were not. */
+static int refusal_log_ok(links *l, char *note, size_t len)
+{
+    uint32_t suppressed = 0;
+    int ok = log_ratelimit_ok(&l->refuse_rl, uv_now(l->loop), REFUSAL_LOG_MS, &suppressed);
+    if (suppressed)
+        snprintf(note, len, " (%u similar refusal(s) in the last minute not logged)", suppressed);
+    else
+        note[0] = '\0';
+    return ok;
+}
 static void conn_close(conn *c, const char *why);
 static void start_reading(conn *c);
 static void drain_ahead(conn *c);
@@ -943,8 +958,11 @@ static void handle_welcome(conn *c)
     }
     if (w.status < 0) {
         char why[FRAME_MAX_TEXT + 64];
+        char note[96];
         snprintf(why, sizeof why, "refused by %s: %s", side_name(l, LINK_RIGHT), w.reason);
-        log_error("right neighbour %s refused the link: %s", side_name(l, LINK_RIGHT), w.reason);
+        if (refusal_log_ok(l, note, sizeof note))
+            log_error("right neighbour %s refused the link: %s%s", side_name(l, LINK_RIGHT),
+                      w.reason, note);
         if (w.status == RINGD_EAUTH) l->stats.auth_failures++;
         /* A refusal is a configuration problem; do not hammer the peer. */
         l->backoff_ms = l->cfg->backoff_max_ms;
@@ -957,7 +975,10 @@ static void handle_welcome(conn *c)
                  "authentication failed: %s did not prove it holds this cluster's key "
                  "(are both secret_files identical?)",
                  side_name(l, LINK_RIGHT));
-        log_error("right neighbour %s (%s): %s", side_name(l, LINK_RIGHT), c->peer, why);
+        char note[96];
+        if (refusal_log_ok(l, note, sizeof note))
+            log_error("right neighbour %s (%s): %s%s", side_name(l, LINK_RIGHT), c->peer, why,
+                      note);
         l->stats.auth_failures++;
         l->backoff_ms = l->cfg->backoff_max_ms;
         conn_close(c, why);
@@ -992,7 +1013,12 @@ static void on_refusal_sent(uv_write_t *req, int status)
 static void refuse(conn *c, int code, const char *reason)
 {
     links *l = c->owner;
-    log_warn("refused connection from %s: %s", c->peer, reason);
+    char note[96];
+    if (refusal_log_ok(l, note, sizeof note))
+        log_warn("refused connection from %s: %s%s", c->peer, reason, note);
+    if (!l->l) /* why the left link is not up, as far as we know */
+        snprintf(l->left_error, sizeof l->left_error, "refused a connection from %s: %s", c->peer,
+                 reason);
     frame_welcome w = {.status = code, .epoch = l->epoch};
     snprintf(w.reason, sizeof w.reason, "%s", reason);
     send_req *s = malloc(sizeof *s + CONTROL_CAP);
@@ -1119,9 +1145,16 @@ static void handle_auth(conn *c)
     }
     auth_link link = left_link(l, c);
     if (!auth_check(&l->key, AUTH_CONNECTOR, &link, a.mac)) {
-        log_warn("refused connection from %s claiming to be \"%s\": authentication failed "
-                 "(wrong cluster key; are both secret_files identical?)",
-                 c->peer, c->claimed);
+        char note[96];
+        if (refusal_log_ok(l, note, sizeof note))
+            log_warn("refused connection from %s claiming to be \"%s\": authentication failed "
+                     "(wrong cluster key; are both secret_files identical?)%s",
+                     c->peer, c->claimed, note);
+        if (!l->l)
+            snprintf(l->left_error, sizeof l->left_error,
+                     "a connection from %s claiming to be \"%s\" failed authentication "
+                     "(wrong cluster key)",
+                     c->peer, c->claimed);
         l->stats.auth_failures++;
         c->refusing = 1; /* logged here, once */
         conn_close(c, "authentication failed");

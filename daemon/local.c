@@ -919,7 +919,17 @@ static void session_close(session *s, const char *why)
         if (s->local_rank < 0 || c->subs[s->local_rank].s != s) continue;
         submission *sub = &c->subs[s->local_rank];
         if (c->running) {
+            /* Its result can reach nobody here, and a process that died
+             * mid-collective may not have finished writing its buffer:
+             * fail it everywhere rather than return a sum that may hold
+             * half a gradient. */
             sub->s = NULL;
+            if (!c->failure[0])
+                snprintf(c->failure, sizeof c->failure,
+                         "rank %d (pid %u) on host %s exited during the collective (%s)",
+                         cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank, s->pid,
+                         l->cfg->hosts[l->me].name, why);
+            ring_cancel(l->ring, &c->job, RINGD_EABORTED, c->failure);
             continue;
         }
         if (sub->reg) region_unref(sub->reg);

@@ -930,6 +930,23 @@ void ring_submit(ring *r, ring_job *j)
     advance(r);
 }
 
+void ring_cancel(ring *r, ring_job *j, int status, const char *message)
+{
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = slot(r, k);
+        if (a->job != j) continue;
+        if (a->status == 0)
+            fail_abort(r, a, status, "%s #%" PRIu64 " failed: %s", j->label, j->seq, message);
+        advance(r);
+        return;
+    }
+    /* Not started: it still takes its seq, and fails as it starts. */
+    if (j->preset_status == 0) {
+        j->preset_status = status;
+        j->preset_message = message;
+    }
+}
+
 static void on_tick_closed(uv_handle_t *h)
 {
     ring *r = h->data;

@@ -74,6 +74,10 @@ int ring_start(ring *r, char *err, size_t errlen);
 /* Queues a job. Returns 0; the outcome arrives through job->done. */
 void ring_submit(ring *r, ring_job *job);
 
+/* Fails job j (queued or running) on every host, with an ABORT round the
+ * ring: its submitter is gone. message must live until j is done. */
+void ring_cancel(ring *r, ring_job *j, int status, const char *message);
+
 /* Fails every job (status, message) and closes the links; done(data) runs
  * when everything is closed and r has been freed. */
 void ring_close(ring *r, int status, const char *message, void (*done)(void *), void *data);

@@ -533,6 +533,20 @@ int harness_start(harness *h, uint64_t seed, int max_delay_ms)
     return harness_wait_all_ready(h, HARNESS_READY_TIMEOUT_MS);
 }
 
+void harness_signal(harness *h, int i, int sig)
+{
+    harness_daemon *d = &h->d[i];
+    if (d->started && !reap_nohang(d)) {
+        kill(d->pid, sig);
+        d->sent_signal = sig;
+    }
+}
+
+void harness_kill(harness *h, int i)
+{
+    kill_and_reap(&h->d[i]);
+}
+
 void harness_signal_all(harness *h, int sig)
 {
     for (int i = 0; i < h->n; i++) {

@@ -109,6 +109,13 @@ int harness_wait_all_ready(harness *h, int timeout_ms);
  * Prints the status of each failing daemon and the tail of its log. */
 int harness_stop(harness *h);
 
+/* Sends sig to daemon i and remembers it as expected. */
+void harness_signal(harness *h, int i, int sig);
+
+/* SIGKILLs daemon i and reaps it (a fault, not a crash: harness_stop() does
+ * not count it); harness_spawn() may start it again. */
+void harness_kill(harness *h, int i);
+
 /* Sends sig to every running daemon and remembers it as expected. */
 void harness_signal_all(harness *h, int sig);
 

@@ -1,0 +1,523 @@
+/*
+ * test_faults.c - what clients see when a host of the ring fails, and that
+ * the ring comes back by itself.
+ *
+ * Four daemons on 127.0.0.1, one client thread per host. In each scenario
+ * the surviving ranks start a 64 MiB allreduce, a fault hits one host while
+ * it runs, and then:
+ *   - every surviving client gets an error naming the host that failed,
+ *     within the time the fault allows (asserted with a margin);
+ *   - no daemon crashes (harness_stop() checks exits and sanitizer logs);
+ *   - once the fault is repaired, the ring re-forms by itself and 100
+ *     allreduces in a row are correct on every rank.
+ * The victim's own rank does not submit the big allreduce, so the survivors
+ * are certainly in the middle of it (waiting for data that depends on the
+ * victim) when the fault comes: no timing decides the outcome.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../harness/harness.h"
+#include "ringd.h"
+
+#define N 4
+#define VICTIM 2
+#define BIG_COUNT (16u << 20) /* float32: 64 MiB */
+#define SMALL_COUNT 4096
+#define RECOVERY_MS 60000 /* the ring must be back within this */
+#define IN_A_ROW 100
+
+/* Fast failure detection, so the tests are quick and the bounds tight. */
+#define HEARTBEAT_TIMEOUT_MS 1000
+#define FAULT_YAML                                                                                 \
+    "collective_timeout: 20s\n"                                                                    \
+    "heartbeat_interval: 200ms\n"                                                                  \
+    "heartbeat_timeout: 1s\n"                                                                      \
+    "connect_timeout: 1s\n"                                                                        \
+    "backoff_initial: 50ms\n"                                                                      \
+    "backoff_max: 500ms\n"
+
+/* A survivor learns of a broken link at once (the peer's kernel resets it);
+ * of a frozen host within heartbeat_timeout. The margin covers a loaded
+ * machine and the sanitizer build. */
+#define MARGIN_MS 4000
+
+static harness H;
+
+static void setup(void)
+{
+    harness_reset(&H);
+}
+
+static void teardown(void)
+{
+    harness_cleanup(&H);
+}
+
+TestSuite(faults, .init = setup, .fini = teardown, .timeout = 600);
+
+typedef enum { FAULT_KILL, FAULT_STOP, FAULT_CLIENT, FAULT_KEY } fault;
+
+typedef struct {
+    fault kind;
+    harness_barrier bar;
+    atomic_int submitted;  /* survivors whose big allreduce is in */
+    atomic_int fault_done; /* the fault has been injected */
+    atomic_int repaired;   /* the fault has been repaired */
+    int64_t fault_ms;      /* when it was injected */
+    /* per rank */
+    int big_rc[N];
+    int64_t err_ms[N];
+    char big_msg[N][1024];
+    char why[N][512]; /* what went wrong in the thread, if anything */
+} scenario;
+
+static int connect_retry(int i, ringd_client **c, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    int rc;
+    while ((rc = ringd_connect(H.d[i].socket, c)) < 0 && harness_now_ms() < deadline)
+        harness_sleep_ms(50);
+    return rc;
+}
+
+static void fill(float *p, size_t n, int rank, int iter)
+{
+    for (size_t k = 0; k < n; k++)
+        p[k] = (float)((rank + 1) * 1000 + (int)(k % 997) + iter);
+}
+
+/* Exact in float32: small integers. */
+static int check(const float *p, size_t n, int iter, char *why, size_t len)
+{
+    for (size_t k = 0; k < n; k++) {
+        float want = 0;
+        for (int r = 0; r < N; r++)
+            want += (float)((r + 1) * 1000 + (int)(k % 997) + iter);
+        if (p[k] != want) {
+            snprintf(why, len, "element %zu of iteration %d is %g, expected %g", k, iter,
+                     (double)p[k], (double)want);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Retries one allreduce until it succeeds everywhere: hosts that learned of
+ * the fault at different times may each fail a different number of times
+ * before the ring is whole again. */
+static int recover(int idx, ringd_client **c, float *small, char *why, size_t len)
+{
+    int64_t deadline = harness_now_ms() + RECOVERY_MS;
+    for (int attempt = 0;; attempt++) {
+        fill(small, SMALL_COUNT, idx, -1);
+        int rc = ringd_allreduce(*c, small, SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM);
+        if (rc == 0) return check(small, SMALL_COUNT, -1, why, len);
+        if (rc == RINGD_ECLOSED) {
+            snprintf(why, len, "attempt %d: the daemon closed the connection: %s", attempt,
+                     ringd_last_error(*c));
+            return -1;
+        }
+        if (harness_now_ms() > deadline) {
+            snprintf(why, len, "no allreduce succeeded within %d ms; the last: %s: %s", RECOVERY_MS,
+                     ringd_errname(rc), ringd_last_error(*c));
+            return -1;
+        }
+        harness_sleep_ms(20);
+    }
+}
+
+static int in_a_row(int idx, ringd_client *c, float *buf, char *why, size_t len)
+{
+    for (int it = 0; it < IN_A_ROW; it++) {
+        size_t n = SMALL_COUNT + (size_t)it * 13;
+        fill(buf, n, idx, it);
+        int rc = ringd_allreduce(c, buf, n, RINGD_FLOAT32, RINGD_SUM);
+        if (rc != 0) {
+            snprintf(why, len, "allreduce %d of %d after recovery failed: %s: %s", it + 1, IN_A_ROW,
+                     ringd_errname(rc), ringd_last_error(c));
+            return -1;
+        }
+        if (check(buf, n, it, why, len) < 0) return -1;
+    }
+    return 0;
+}
+
+static void wait_flag(atomic_int *flag, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    while (!atomic_load(flag) && harness_now_ms() < deadline)
+        harness_sleep_ms(5);
+}
+
+static int client_thread(int idx, void *arg)
+{
+    scenario *s = arg;
+    char *why = s->why[idx];
+    size_t wl = sizeof s->why[idx];
+    ringd_client *c = NULL;
+    int victim = idx == VICTIM;
+    /* With FAULT_CLIENT, the victim rank is a separate process at first. */
+    int joins_late = victim && s->kind == FAULT_CLIENT;
+
+    if (!joins_late && connect_retry(idx, &c, 20000) < 0) {
+        snprintf(why, wl, "cannot connect to %s", H.d[idx].socket);
+        goto fail_early;
+    }
+    float *big = NULL, *small = NULL;
+    if (c) {
+        big = ringd_alloc(c, (size_t)BIG_COUNT * sizeof *big);
+        small = ringd_alloc(c, (size_t)(SMALL_COUNT + IN_A_ROW * 13) * sizeof *small);
+        if (!big || !small) {
+            snprintf(why, wl, "ringd_alloc: %s", ringd_last_error(c));
+            goto fail_early;
+        }
+    }
+    /* Everyone is in and the ring works. A wrong key keeps the ring from
+     * forming at all: then the first collective is the one that fails; and
+     * the victim process of FAULT_CLIENT submits the big one straight away. */
+    if (s->kind == FAULT_KILL || s->kind == FAULT_STOP) {
+        fill(small, SMALL_COUNT, idx, -1);
+        int rc = ringd_allreduce(c, small, SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM);
+        if (rc != 0) {
+            snprintf(why, wl, "warm-up: %s: %s", ringd_errname(rc), ringd_last_error(c));
+            goto fail_early;
+        }
+    }
+    if (harness_barrier_wait(&s->bar, false, 60000) != 0) {
+        snprintf(why, wl, "another rank failed before the fault");
+        goto out;
+    }
+
+    if (!victim) {
+        /* The client-death scenario needs one survivor that submits only
+         * after the death: the abort must reach it too. */
+        int late = s->kind == FAULT_CLIENT && idx == VICTIM + 1;
+        if (late) wait_flag(&s->fault_done, 60000);
+        ringd_request *req = NULL;
+        fill(big, BIG_COUNT, idx, 0);
+        int rc = ringd_iallreduce(c, big, BIG_COUNT, RINGD_FLOAT32, RINGD_SUM, &req);
+        if (rc == 0) {
+            if (!late) atomic_fetch_add(&s->submitted, 1);
+            rc = ringd_wait(req, 120000);
+        }
+        s->big_rc[idx] = rc;
+        s->err_ms[idx] = harness_now_ms();
+        snprintf(s->big_msg[idx], sizeof s->big_msg[idx], "%s", rc ? ringd_last_error(c) : "");
+    }
+
+    /* Repair, then the ring must come back by itself. */
+    wait_flag(&s->repaired, 120000);
+    if (victim && (s->kind == FAULT_KILL || s->kind == FAULT_KEY)) {
+        ringd_close(c); /* its daemon is a new process */
+        c = NULL;
+    }
+    if (!c) {
+        if (connect_retry(idx, &c, 20000) < 0) {
+            snprintf(why, wl, "cannot reconnect to %s", H.d[idx].socket);
+            goto out;
+        }
+        small = ringd_alloc(c, (size_t)(SMALL_COUNT + IN_A_ROW * 13) * sizeof *small);
+        if (!small) {
+            snprintf(why, wl, "ringd_alloc: %s", ringd_last_error(c));
+            goto out;
+        }
+    }
+    if (recover(idx, &c, small, why, wl) < 0) goto out;
+    if (harness_barrier_wait(&s->bar, false, RECOVERY_MS) != 0) {
+        snprintf(why, wl, "another rank did not recover");
+        goto out;
+    }
+    if (in_a_row(idx, c, small, why, wl) < 0) goto out;
+    ringd_close(c);
+    return 0;
+
+fail_early:
+    harness_barrier_wait(&s->bar, true, 60000);
+out:
+    if (c) ringd_close(c);
+    return -1;
+}
+
+static void start_ring(const char *extra)
+{
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml, "%s%s", FAULT_YAML, extra ? extra : "");
+    cr_assert_eq(harness_init(&H, N, yaml), 0, "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("faults"), 50), 0, "%s", H.err);
+}
+
+/* Waits until the survivors' big allreduces are in, plus a little so that
+ * their first segments are on the wire. */
+static void wait_submitted(scenario *s, int count)
+{
+    int64_t deadline = harness_now_ms() + 60000;
+    while (atomic_load(&s->submitted) < count && harness_now_ms() < deadline)
+        harness_sleep_ms(5);
+    cr_assert_geq(atomic_load(&s->submitted), count, "the survivors did not submit");
+    harness_sleep_ms(200);
+}
+
+/* Every survivor got an error, soon enough, saying which host failed. */
+static void assert_survivors_failed(scenario *s, int64_t bound_ms, const char *names)
+{
+    for (int i = 0; i < N; i++) {
+        if (i == VICTIM) continue;
+        cr_expect_neq(s->big_rc[i], 0, "rank %d: the allreduce succeeded despite the fault", i);
+        int64_t after = s->err_ms[i] - s->fault_ms;
+        cr_expect_leq(after, bound_ms, "rank %d learned of the fault %" PRId64 " ms after it (%s)",
+                      i, after, s->big_msg[i]);
+        cr_expect(strstr(s->big_msg[i], names) != NULL,
+                  "rank %d: the message does not name %s: \"%s\"", i, names, s->big_msg[i]);
+        fprintf(stderr, "rank %d after %" PRId64 " ms: %s: %s\n", i, after,
+                ringd_errname(s->big_rc[i]), s->big_msg[i]);
+    }
+}
+
+static void join(scenario *s, harness_threads *t)
+{
+    int rc = harness_threads_join(&H, t, 300000);
+    for (int i = 0; i < N; i++)
+        cr_expect_str_empty(s->why[i], "rank %d: %s", i, s->why[i]);
+    cr_assert_eq(rc, 0, "a client thread failed");
+    harness_barrier_destroy(&s->bar);
+}
+
+static void finish(scenario *s, harness_threads *t)
+{
+    join(s, t);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_recovers)
+{
+    static scenario s = {.kind = FAULT_KILL};
+    start_ring(NULL);
+    harness_barrier_init(&s.bar, N);
+    harness_threads t;
+    cr_assert_eq(harness_threads_start(&H, &t, N, client_thread, &s), 0, "%s", H.err);
+
+    wait_submitted(&s, N - 1);
+    s.fault_ms = harness_now_ms();
+    harness_kill(&H, VICTIM);
+    atomic_store(&s.fault_done, 1);
+
+    /* Let the survivors see it, then bring the host back. */
+    harness_sleep_ms(HEARTBEAT_TIMEOUT_MS + MARGIN_MS);
+    cr_assert_eq(harness_spawn(&H, VICTIM), 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, VICTIM, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    atomic_store(&s.repaired, 1);
+    finish(&s, &t);
+    assert_survivors_failed(&s, MARGIN_MS, "h2");
+}
+
+Test(faults, a_frozen_daemon_is_noticed_by_heartbeats_and_the_ring_recovers)
+{
+    static scenario s = {.kind = FAULT_STOP};
+    start_ring(NULL);
+    harness_barrier_init(&s.bar, N);
+    harness_threads t;
+    cr_assert_eq(harness_threads_start(&H, &t, N, client_thread, &s), 0, "%s", H.err);
+
+    wait_submitted(&s, N - 1);
+    s.fault_ms = harness_now_ms();
+    harness_signal(&H, VICTIM, SIGSTOP);
+    atomic_store(&s.fault_done, 1);
+
+    harness_sleep_ms(HEARTBEAT_TIMEOUT_MS + MARGIN_MS);
+    harness_signal(&H, VICTIM, SIGCONT);
+    atomic_store(&s.repaired, 1);
+    finish(&s, &t);
+    assert_survivors_failed(&s, HEARTBEAT_TIMEOUT_MS + MARGIN_MS, "h2");
+}
+
+/* The victim rank: a process that submits the big allreduce and waits to be
+ * killed. Forked before any thread exists. */
+static void victim_client(int ready_fd)
+{
+    ringd_client *c = NULL;
+    if (connect_retry(VICTIM, &c, 20000) < 0) _exit(2);
+    float *big = ringd_alloc(c, (size_t)BIG_COUNT * sizeof *big);
+    if (!big) _exit(3);
+    fill(big, BIG_COUNT, VICTIM, 0);
+    ringd_request *req;
+    if (ringd_iallreduce(c, big, BIG_COUNT, RINGD_FLOAT32, RINGD_SUM, &req) < 0) _exit(4);
+    (void)!write(ready_fd, "s", 1);
+    for (;;)
+        pause();
+}
+
+static int count_mappings(pid_t pid, const char *what)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, what) != NULL;
+    fclose(f);
+    return n;
+}
+
+Test(faults, a_client_killed_mid_allreduce_fails_it_for_the_others_and_is_cleaned_up)
+{
+    static scenario s = {.kind = FAULT_CLIENT};
+    start_ring(NULL);
+    int before = count_mappings(H.d[VICTIM].pid, "memfd:ringd");
+
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        close(fds[0]);
+        victim_client(fds[1]);
+    }
+    close(fds[1]);
+
+    harness_barrier_init(&s.bar, N);
+    harness_threads t;
+    cr_assert_eq(harness_threads_start(&H, &t, N, client_thread, &s), 0, "%s", H.err);
+    struct pollfd p = {.fd = fds[0], .events = POLLIN};
+    char ok = 0;
+    cr_assert_eq(poll(&p, 1, 60000), 1, "the victim client did not submit");
+    cr_assert_eq(read(fds[0], &ok, 1), 1, "the victim client failed before submitting");
+    close(fds[0]);
+    /* Two survivors are in; the third submits only after the death. */
+    wait_submitted(&s, N - 2);
+    int during = count_mappings(H.d[VICTIM].pid, "memfd:ringd");
+
+    s.fault_ms = harness_now_ms();
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    atomic_store(&s.fault_done, 1);
+    atomic_store(&s.repaired, 1);
+    join(&s, &t);
+    assert_survivors_failed(&s, MARGIN_MS, "exited during the collective");
+
+    /* Its shared memory went with it (and the clients that closed since):
+     * the daemon maps no more than before. */
+    int after = -1;
+    for (int64_t end = harness_now_ms() + 5000; harness_now_ms() < end; harness_sleep_ms(20))
+        if ((after = count_mappings(H.d[VICTIM].pid, "memfd:ringd")) == before) break;
+    cr_expect_gt(during, before, "the victim's region was never mapped (%d, %d)", before, during);
+    cr_expect_eq(after, before, "the daemon still maps %d region(s) of dead clients",
+                 after - before);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+/* Writes a 0600 key file. */
+static void write_key(const char *name, const char *key, char *path, size_t len)
+{
+    cr_assert_eq(harness_write_file(&H, name, key, path, len), 0, "%s", H.err);
+    cr_assert_eq(chmod(path, 0600), 0);
+}
+
+Test(faults, a_host_with_the_wrong_key_is_refused_and_the_ring_forms_once_it_is_fixed)
+{
+    static scenario s = {.kind = FAULT_KEY};
+    char good[PATH_MAX], bad[PATH_MAX], yaml[PATH_MAX + 64];
+    cr_assert_eq(harness_init(&H, N, FAULT_YAML), 0, "%s", H.err);
+    write_key("good.key", "0123456789abcdef-the-cluster-key\n", good, sizeof good);
+    write_key("bad.key", "0123456789abcdef-another-key-xxx\n", bad, sizeof bad);
+
+    /* Every host gets the good key but the victim, which gets the bad one. */
+    char config[PATH_MAX], bad_config[PATH_MAX];
+    snprintf(config, sizeof config, "%s", H.config);
+    FILE *f = fopen(config, "a");
+    cr_assert_not_null(f);
+    fprintf(f, "secret_file: %s\n", good);
+    fclose(f);
+    f = fopen(config, "r");
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *at = strstr(text, good);
+    cr_assert_not_null(at);
+    snprintf(yaml, sizeof yaml, "%.*s%s\n", (int)(at - text), text, bad);
+    cr_assert_eq(harness_write_file(&H, "bad.yaml", yaml, bad_config, sizeof bad_config), 0);
+
+    for (int i = 0; i < N; i++) {
+        snprintf(H.config, sizeof H.config, "%s", i == VICTIM ? bad_config : config);
+        cr_assert_eq(harness_spawn(&H, i), 0, "%s", H.err);
+    }
+    snprintf(H.config, sizeof H.config, "%s", config);
+    cr_assert_eq(harness_wait_all_ready(&H, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+
+    harness_barrier_init(&s.bar, N);
+    harness_threads t;
+    /* The survivors' allreduce cannot run: no ring. It ends at its deadline
+     * saying why; the fault "happened" when they submitted. */
+    s.fault_ms = harness_now_ms();
+    cr_assert_eq(harness_threads_start(&H, &t, N, client_thread, &s), 0, "%s", H.err);
+    wait_submitted(&s, N - 1);
+    int64_t wait_until = harness_now_ms() + 30000;
+    while (harness_now_ms() < wait_until) {
+        int done = 0;
+        for (int i = 0; i < N; i++)
+            done += i != VICTIM && s.err_ms[i] != 0;
+        if (done == N - 1) break;
+        harness_sleep_ms(50);
+    }
+
+    /* Each neighbour of the victim said why in its log. */
+    char line[1024];
+    int refused = 0;
+    for (int i = 0; i < N; i++) {
+        FILE *lf = fopen(H.d[i].log, "r");
+        if (!lf) continue;
+        while (fgets(line, sizeof line, lf))
+            refused += strstr(line, "authentication failed") != NULL;
+        fclose(lf);
+    }
+    cr_expect_gt(refused, 0, "no daemon logged the failed authentication");
+
+    /* Fix the key and restart the victim: the ring forms. */
+    harness_kill(&H, VICTIM);
+    cr_assert_eq(harness_spawn(&H, VICTIM), 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, VICTIM, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    atomic_store(&s.repaired, 1);
+    finish(&s, &t);
+    assert_survivors_failed(&s, 20000 + MARGIN_MS, "not formed");
+}
+
+Test(faults, sigterm_fails_collectives_in_flight_and_exits_cleanly)
+{
+    start_ring(NULL);
+    ringd_client *c[N];
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(connect_retry(i, &c[i], 20000), 0);
+    /* Ranks 0..N-2 submit; the last never does, so they are in flight. */
+    ringd_request *req[N];
+    float *buf[N];
+    for (int i = 0; i < N - 1; i++) {
+        buf[i] = ringd_alloc(c[i], SMALL_COUNT * sizeof(float));
+        cr_assert_not_null(buf[i]);
+        fill(buf[i], SMALL_COUNT, i, 0);
+        cr_assert_eq(ringd_iallreduce(c[i], buf[i], SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM, &req[i]),
+                     0);
+    }
+    harness_sleep_ms(300);
+    int64_t t0 = harness_now_ms();
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err); /* SIGTERM; checks clean exits */
+    for (int i = 0; i < N - 1; i++) {
+        int rc = ringd_wait(req[i], 10000);
+        cr_expect(rc == RINGD_ESHUTDOWN || rc == RINGD_ECLOSED || rc == RINGD_ERING,
+                  "rank %d: %s: %s", i, ringd_errname(rc), ringd_last_error(c[i]));
+        cr_expect_lt(harness_now_ms() - t0, HARNESS_STOP_TIMEOUT_MS);
+    }
+    for (int i = 0; i < N; i++)
+        ringd_close(c[i]);
+}
