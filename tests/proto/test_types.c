@@ -46,6 +46,29 @@ Test(types, error_names_follow_the_errno_map)
     cr_assert_str_eq(ringd_errname(RINGD_ESHUTDOWN), "RINGD_ESHUTDOWN");
 }
 
+Test(types, the_newest_codes_keep_their_wire_values)
+{
+    /* Peers send these in WELCOME, ABORT and EPOCH frames: never renumber. */
+    cr_assert_eq(RINGD_EAUTH, -18);
+    cr_assert_str_eq(ringd_errname(-18), "RINGD_EAUTH");
+    cr_assert_str_eq(ringd_strerror(-18), "authentication failed");
+    cr_assert_eq(RINGD_ECORRUPT, -19);
+    cr_assert_str_eq(ringd_errname(-19), "RINGD_ECORRUPT");
+    cr_assert_str_eq(ringd_strerror(-19), "data corrupted in transit");
+}
+
+Test(types, error_codes_are_contiguous_from_minus_one)
+{
+    int lowest = 0;
+
+    for (size_t i = 0; i < N_CODES; i++)
+        if (codes[i] < lowest) lowest = codes[i];
+    cr_assert_eq(lowest, -(int)N_CODES);
+    for (int c = -1; c >= lowest; c--)
+        cr_assert_str_neq(ringd_errname(c), "RINGD_E?", "code %d", c);
+    cr_assert_str_eq(ringd_errname(lowest - 1), "RINGD_E?");
+}
+
 Test(types, zero_is_success)
 {
     cr_assert_str_eq(ringd_strerror(0), "success");
@@ -54,7 +77,8 @@ Test(types, zero_is_success)
 
 Test(types, unknown_codes_have_a_placeholder_never_null)
 {
-    static const int unknown[] = {1, 42, -18, -1000, -2147483647 - 1, 2147483647};
+    /* The codes run from -1 to -19 (RINGD_ECORRUPT); -20 is the first unused. */
+    static const int unknown[] = {1, 42, -20, -1000, -2147483647 - 1, 2147483647};
 
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
         cr_assert_str_eq(ringd_strerror(unknown[i]), "unknown error");
