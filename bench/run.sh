@@ -17,6 +17,8 @@
 #   --no-iperf            skip the iperf3 goodput measurement
 #   --perf FILE           perf record -g the daemon of host 0 into FILE
 #   --keep DIR            keep the configuration, logs and outputs in DIR
+# Environment: RINGD_EXTRA_YAML, lines added to the daemons' configuration
+# (e.g. "checksum: none").
 #
 # Examples:
 #   bench/run.sh                                   # 4 hosts, 1gbit, 8 B..256 MiB
@@ -168,6 +170,7 @@ run_one() {
         echo "collective_timeout: 30m"
         [ -z "$segment" ] || echo "segment_size: $segment"
         [ -z "$sockbuf" ] || echo "socket_buffer: $sockbuf"
+        [ -z "${RINGD_EXTRA_YAML:-}" ] || printf '%s\n' "$RINGD_EXTRA_YAML"
         echo "hosts:"
         for ((i = 0; i < hosts; i++)); do
             echo "  - name: h$i"

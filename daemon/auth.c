@@ -72,8 +72,8 @@ int auth_nonce(uint8_t nonce[FRAME_NONCE_SIZE])
     return RAND_bytes(nonce, FRAME_NONCE_SIZE) == 1 ? 0 : RINGD_EIO;
 }
 
-void auth_answer(const auth_key *k, auth_role role, const auth_link *link,
-                 uint8_t mac[FRAME_MAC_SIZE])
+int auth_answer(const auth_key *k, auth_role role, const auth_link *link,
+                uint8_t mac[FRAME_MAC_SIZE])
 {
     /* Fixed-size fields first, then the cluster name, so no two links
      * serialise alike. */
@@ -91,14 +91,17 @@ void auth_answer(const auth_key *k, auth_role role, const auth_link *link,
     msg[n++] = (uint8_t)cl;
     memcpy(msg + n, link->cluster, cl), n += cl;
     unsigned int len = FRAME_MAC_SIZE;
-    if (!HMAC(EVP_sha256(), k->bytes, (int)k->len, msg, n, mac, &len))
-        memset(mac, 0, FRAME_MAC_SIZE); /* matches no answer of a peer */
+    if (HMAC(EVP_sha256(), k->bytes, (int)k->len, msg, n, mac, &len) && len == FRAME_MAC_SIZE)
+        return 0;
+    /* An answer that proves nothing, never one a check would accept. */
+    RAND_bytes(mac, FRAME_MAC_SIZE);
+    return RINGD_EIO;
 }
 
 int auth_check(const auth_key *k, auth_role role, const auth_link *link,
                const uint8_t mac[FRAME_MAC_SIZE])
 {
     uint8_t want[FRAME_MAC_SIZE];
-    auth_answer(k, role, link, want);
+    if (auth_answer(k, role, link, want) < 0) return 0; /* fail closed */
     return CRYPTO_memcmp(want, mac, FRAME_MAC_SIZE) == 0;
 }

@@ -42,9 +42,10 @@ typedef struct {
 
 typedef enum { AUTH_ACCEPTOR = 1, AUTH_CONNECTOR = 2 } auth_role;
 
-/* The answer of `role` for link: HMAC-SHA256(key, role label | link). */
-void auth_answer(const auth_key *k, auth_role role, const auth_link *link,
-                 uint8_t mac[FRAME_MAC_SIZE]);
+/* The answer of `role` for link: HMAC-SHA256(key, role label | link).
+ * Returns 0, or RINGD_EIO if libcrypto failed (mac is then random). */
+int auth_answer(const auth_key *k, auth_role role, const auth_link *link,
+                uint8_t mac[FRAME_MAC_SIZE]);
 
 /* Whether mac is role's answer for link; compares in constant time. */
 int auth_check(const auth_key *k, auth_role role, const auth_link *link,

@@ -28,9 +28,12 @@ uint32_t crc32c_portable(uint32_t crc, const void *buf, size_t len)
     const uint8_t *p = buf;
     crc = ~crc;
     while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        w ^= crc; /* little-endian: the low bytes come first */
+        /* The first byte is the lowest: read the word little-endian
+         * whatever this CPU's byte order. */
+        uint64_t w = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+                     (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
+                     (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
+        w ^= crc;
         crc = table[7][w & 0xff] ^ table[6][(w >> 8) & 0xff] ^ table[5][(w >> 16) & 0xff] ^
               table[4][(w >> 24) & 0xff] ^ table[3][(w >> 32) & 0xff] ^ table[2][(w >> 40) & 0xff] ^
               table[1][(w >> 48) & 0xff] ^ table[0][w >> 56];

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "proto/bytes.h"
 #include "log.h"
 #include "ringd.h"
 
@@ -274,6 +275,16 @@ static void on_flush(uv_idle_t *h)
     flush_batch(h->data);
 }
 
+/* The CRC32C of a DATA frame: its payload, then its fixed part with the crc
+ * field zero, so a flipped bit in wsum or offset is caught too. */
+static uint32_t data_crc(const uint8_t *payload, uint32_t len, const uint8_t *fixed)
+{
+    uint8_t copy[FRAME_DATA_HEADER_SIZE];
+    memcpy(copy, fixed, sizeof copy);
+    memset(copy + FRAME_DATA_CRC_OFFSET, 0, 4);
+    return crc32c(crc32c(0, payload, len), copy, sizeof copy);
+}
+
 int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void *ctx)
 {
     if (!l->r || l->r_state != LINK_UP) return RINGD_ERING;
@@ -289,8 +300,11 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void 
     frame_data stamped = *d;
     stamped.epoch = l->epoch;
     stamped.has_crc = l->cfg->checksum;
-    if (stamped.has_crc) stamped.crc = crc32c(0, payload, d->length);
+    stamped.crc = 0;
     int n = frame_encode_data(b->hdr[i], DATA_CAP, &stamped);
+    if (stamped.has_crc)
+        put_u32(b->hdr[i] + FRAME_HEADER_SIZE + FRAME_DATA_CRC_OFFSET,
+                data_crc(payload, d->length, b->hdr[i] + FRAME_HEADER_SIZE));
     b->bufs[2 * i] = uv_buf_init((char *)b->hdr[i], (unsigned)n);
     b->bufs[2 * i + 1] = uv_buf_init((char *)payload, d->length);
     b->ctx[i] = ctx;
@@ -599,13 +613,14 @@ static void frame_piece_done(conn *c)
     if (c->rd == RD_PAYLOAD) {
         l->stats.bytes_in += c->data.length;
         expect(c, RD_HEADER, FRAME_HEADER_SIZE);
-        uint32_t crc = c->data.has_crc ? crc32c(0, c->dst, c->data.length) : 0;
+        uint32_t crc = c->data.has_crc ? data_crc(c->dst, c->data.length, c->body) : 0;
         if (c->data.has_crc && crc != c->data.crc) {
             l->stats.checksum_errors++;
             snprintf(why, sizeof why,
-                     "checksum mismatch on %u bytes from left neighbour %s (CRC32C %08x, "
-                     "expected %08x): the data was corrupted in transit",
-                     c->data.length, side_name(l, LINK_LEFT), crc, c->data.crc);
+                     "checksum mismatch on a %u-byte segment host %s received from %s "
+                     "(CRC32C %08x, expected %08x): the data was corrupted in transit",
+                     c->data.length, l->cfg->hosts[l->me].name, side_name(l, LINK_LEFT), crc,
+                     c->data.crc);
             l->cb.on_payload(l->data, &c->data, RINGD_ECORRUPT, why);
             return;
         }

@@ -312,10 +312,10 @@ static inline uint32_t high_half(uint32_t w)
     }
 
 #define HALF_FINISH(name, LOAD, STORE)                                                             \
-    static void name(void *restrict buf_, size_t count, double divisor)                                 \
+    static void name(void *restrict buf_, size_t count, double divisor)                            \
     {                                                                                              \
         uint16_t *restrict p = buf_;                                                               \
-        const float k = (float)divisor;                                                              \
+        const float k = (float)divisor;                                                            \
         const size_t w = BLOCK_BYTES / sizeof *p;                                                  \
                                                                                                    \
         for (; count >= w; count -= w, p += w)                                                     \
@@ -433,7 +433,7 @@ static kernel_fn *const kernels[RINGD_DTYPE_COUNT][RINGD_OP_COUNT] = {
                      [RINGD_PROD] = u64_prod},
     [RINGD_BFLOAT16] = {[RINGD_SUM] = bf16_sum,
                         [RINGD_MEAN] = bf16_sum,
-                       [RINGD_WMEAN] = bf16_sum,
+                        [RINGD_WMEAN] = bf16_sum,
                         [RINGD_MIN] = bf16_min,
                         [RINGD_MAX] = bf16_max,
                         [RINGD_PROD] = bf16_prod},
@@ -570,7 +570,9 @@ void reduce_scale(ringd_dtype dtype, void *buf, size_t count, double factor)
             p[i] = (uint16_t)bf16_store(bf16_to_float(p[i]) * (float)factor);
         break;
     }
-    default: assert(!"reduce_scale on an integer type"); break;
+    default:
+        assert(!"reduce_scale on an integer type");
+        break;
     }
 }
 
@@ -597,7 +599,8 @@ void reduce_f16_apply(reduce_f16_impl impl, ringd_op op, uint16_t *dst, const ui
     f16_kernels[impl][op](dst, src, count);
 }
 
-void reduce_f16_finish(reduce_f16_impl impl, ringd_op op, uint16_t *buf, size_t count, double divisor)
+void reduce_f16_finish(reduce_f16_impl impl, ringd_op op, uint16_t *buf, size_t count,
+                       double divisor)
 {
     assert(reduce_f16_available(impl));
     assert(reduce_check(RINGD_FLOAT16, op) == 0);

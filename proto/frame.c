@@ -16,12 +16,16 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 
 /* Largest bodies the encoders can produce: they must fit the limits that
  * frame_decode_header() enforces, or a peer would refuse our own frames. */
-#define HELLO_MAX_BODY (16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME)
-#define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT)
+#define HELLO_MAX_BODY (16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME + FRAME_NONCE_SIZE)
+#define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT + FRAME_NONCE_SIZE + FRAME_MAC_SIZE)
 #define ABORT_MAX_BODY (16 + 2 + FRAME_MAX_TEXT)
+#define AUTH_BODY FRAME_MAC_SIZE
+#define EPOCH_MAX_BODY (13 + 2 + FRAME_MAX_TEXT)
 _Static_assert(HELLO_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "HELLO fits a control body");
 _Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a control body");
 _Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");
+_Static_assert(AUTH_BODY <= FRAME_MAX_CONTROL_BODY, "AUTH fits a control body");
+_Static_assert(EPOCH_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "EPOCH fits a control body");
 
 const char *frame_strerror(int err)
 {
@@ -297,7 +301,8 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
     out->wsum = rd_f64(&r);
     out->crc = rd_u32(&r);
     out->has_crc = !!(hdr->flags & FRAME_FLAG_CRC);
-    if (rd_u32(&r) != 0) r.bad = 1; /* reserved */
+    if (!out->has_crc && out->crc != 0) r.bad = 1; /* a flag lost in transit */
+    if (rd_u32(&r) != 0) r.bad = 1;                /* reserved */
     if (!rd_done(&r) || out->length != hdr->length - FRAME_DATA_HEADER_SIZE)
         return FRAME_EMALFORMED;
     return FRAME_OK;

@@ -19,6 +19,7 @@
 #define FRAME_VERSION 2
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
+#define FRAME_DATA_CRC_OFFSET 56      /* the crc field within it */
 #define FRAME_MAX_PAYLOAD (16u << 20) /* largest DATA payload */
 #define FRAME_MAX_BODY (FRAME_DATA_HEADER_SIZE + FRAME_MAX_PAYLOAD)
 #define FRAME_MAX_NAME 64           /* cluster names, host names */
@@ -103,7 +104,8 @@ typedef struct {
     uint32_t root;   /* BROADCAST: the root rank; else 0 */
     double wsum;     /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */
     int has_crc;     /* FRAME_FLAG_CRC */
-    uint32_t crc;    /* CRC32C of the payload, when has_crc */
+    uint32_t crc;    /* has_crc: CRC32C of the payload, then of the fixed part with
+                        this field zero; else 0 */
 } frame_data;
 
 typedef struct {

@@ -603,6 +603,10 @@ Test(frame, data_carries_its_crc_only_with_the_crc_flag)
     cr_assert_arr_eq(buf + FRAME_HEADER_SIZE + DATA_CRC, zeros, 4);
     cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
     cr_assert_eq(out.has_crc, 0);
+
+    /* A crc without its flag: the flag was lost, and with it the check. */
+    buf[FRAME_HEADER_SIZE + DATA_CRC] = 1;
+    cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
 }
 
 Test(frame, empty_strings_round_trip)
@@ -1150,12 +1154,8 @@ Test(frame, survives_random_corruption_of_valid_frames)
             continue;
         }
 
-        /* Whatever decodes is canonical: it encodes back to the same body.
-         * The one exception is DATA's crc field without FRAME_FLAG_CRC,
-         * which receivers ignore (PROTOCOL.md) and encoders send as 0. */
+        /* Whatever decodes is canonical: it encodes back to the same body. */
         decoded++;
-        if (h.type == FRAME_DATA && !out.data.has_crc)
-            memset(buf + FRAME_HEADER_SIZE + DATA_CRC, 0, 4);
         n = encode_any(h.type, &out, again, sizeof again);
         cr_assert_gt(n, 0);
         cr_assert_eq(frame_decode_header(again, (size_t)n, &h2), FRAME_OK);
