@@ -109,6 +109,28 @@ Test(crc32c, hardware_equals_portable_at_every_length_and_alignment)
     }
 }
 
+/* Long buffers take the three-way path (blocks of 3 x 8 KiB, then 3 x 256 B)
+ * and combine the three CRCs: every block boundary, and either side of it. */
+Test(crc32c, hardware_equals_portable_on_long_buffers)
+{
+    static const size_t lens[] = {767,      768,          769,         3 * 8192 - 1,
+                                  3 * 8192, 3 * 8192 + 1, 24576 + 768, 2 * 24576 + 775,
+                                  262144,   262144 + 64};
+    size_t cap = 262144 + 64 + MAX_SHIFT;
+    uint8_t *src = malloc(cap);
+    cr_assert_not_null(src);
+    rnd_fill(src, cap);
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        for (size_t shift = 0; shift < MAX_SHIFT; shift += 3) {
+            uint32_t seed = (uint32_t)rnd();
+            cr_assert_eq(crc32c(seed, src + shift, lens[i]),
+                         crc32c_portable(seed, src + shift, lens[i]), "%zu bytes at offset %zu",
+                         lens[i], shift);
+        }
+    }
+    free(src);
+}
+
 Test(crc32c, does_not_depend_on_alignment)
 {
     uint8_t src[MAX_LEN];
