@@ -509,7 +509,8 @@ static void complete(ring *r)
     r->first = (r->first + 1) % MAX_ACTIVE;
     r->n_act--;
     pop(r, j);
-    forget_abort(r, j->seq);
+    /* Remembered aborts are of this epoch's numbering only. */
+    if (a->epoch == r->epoch) forget_abort(r, j->seq);
     if (status == 0) {
         r->stats.done++;
         log_debug("%s #%" PRIu64 " done", j->label, j->seq);
