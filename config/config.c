@@ -56,7 +56,7 @@ struct key {
 #define FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
-    parse_hosts, parse_address;
+    parse_hosts, parse_address, parse_listen;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -74,6 +74,7 @@ static const struct key top_keys[] = {
     {"fusion_threshold", parse_size, false, FIELD(cfg, fusion_threshold_bytes), 0, 1 * GiB},
     {"fusion_max", parse_count, false, FIELD(cfg, fusion_max), 1, 64},
     {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
+    {"metrics", parse_listen, false, FIELD(cfg, metrics), 0, 0},
 };
 
 static const struct key host_keys[] = {
@@ -440,6 +441,24 @@ static int parse_address(ctx *x, void *obj, const struct key *k, yaml_node_t *v,
     return 0;
 }
 
+/* "IP:PORT" to listen on: a host's address format, but an IP literal, since
+ * the daemon binds it without resolving. */
+static int parse_listen(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    cfg_host tmp = {0};
+    unsigned char a[sizeof(struct in6_addr)];
+    if (parse_address(x, &tmp, k, v, kp) < 0)
+        return -1;
+    int ip = inet_pton(AF_INET, tmp.node, a) == 1 || inet_pton(AF_INET6, tmp.node, a) == 1;
+    free(tmp.node);
+    if (!ip) {
+        free(tmp.address);
+        return fail(x, v->start_mark, kp, "expected IP:PORT to listen on (127.0.0.1:9711), got %s",
+                    describe(x, v));
+    }
+    *(char **)field(obj, k) = tmp.address;
+    return 0;
+}
+
 /* ---- Mappings ---------------------------------------------------------- */
 
 static size_t edit_distance(const char *a, const char *b) {
@@ -765,6 +784,8 @@ void cfg_free(cfg *c) {
     free(c->path);
     free(c->cluster);
     free(c->socket);
+    free(c->metrics);
+    c->metrics = NULL;
     c->hosts = NULL;
     c->n_hosts = 0;
     c->path = c->cluster = c->socket = NULL;

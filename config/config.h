@@ -50,6 +50,7 @@ typedef struct {
                                         together; 0 = one at a time; default 4 MiB */
     int fusion_max;                 /* fusion_max: at most this many at once; 1..64, default 32 */
     cfg_log_level log_level;        /* log_level: debug, info, warn, error; default info */
+    char *metrics;                  /* metrics: IP:PORT of the Prometheus endpoint; NULL = off */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line
