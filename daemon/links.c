@@ -115,6 +115,8 @@ struct links {
     uint32_t epoch;
     char left_error[256], right_error[256];
     log_ratelimit connect_rl;
+    /* Refusals by the right neighbour, and of the left one. */
+    log_ratelimit refused_rl, refuse_rl;
     int was_up; /* the right link has been up before */
     links_stats stats;
 
@@ -630,10 +632,11 @@ static void conn_close(conn *c, const char *why)
             l->cb.on_down(l->data, LINK_RIGHT, why);
         } else {
             uint32_t suppressed = 0;
+            char rep[64];
             if (log_ratelimit_ok(&l->connect_rl, uv_now(l->loop), 30000, &suppressed))
                 log_warn("cannot reach right neighbour %s (%s): %s; retrying%s",
                          side_name(l, LINK_RIGHT), l->cfg->hosts[l->right].address, why,
-                         suppressed ? " (repeated failures not logged)" : "");
+                         log_repeated(rep, sizeof rep, suppressed, 30));
         }
         schedule_retry(l);
         break;
@@ -748,7 +751,11 @@ static void handle_welcome(conn *c)
     if (w.status < 0) {
         char why[FRAME_MAX_TEXT + 64];
         snprintf(why, sizeof why, "refused by %s: %s", side_name(l, LINK_RIGHT), w.reason);
-        log_error("right neighbour %s refused the link: %s", side_name(l, LINK_RIGHT), w.reason);
+        uint32_t suppressed = 0;
+        char rep[64];
+        if (log_ratelimit_ok(&l->refused_rl, uv_now(l->loop), 60000, &suppressed))
+            log_error("right neighbour %s refused the link: %s%s", side_name(l, LINK_RIGHT),
+                      w.reason, log_repeated(rep, sizeof rep, suppressed, 60));
         /* A refusal is a configuration problem; do not hammer the peer. */
         l->backoff_ms = l->cfg->backoff_max_ms;
         conn_close(c, why);
@@ -761,6 +768,7 @@ static void handle_welcome(conn *c)
     l->right_error[0] = '\0';
     l->backoff_ms = l->cfg->backoff_initial_ms;
     log_ratelimit_reset(&l->connect_rl);
+    log_ratelimit_reset(&l->refused_rl);
     if (l->was_up) l->stats.reconnects++;
     l->was_up = 1;
     expect(c, RD_HEADER, FRAME_HEADER_SIZE);
@@ -782,7 +790,12 @@ static void on_refusal_sent(uv_write_t *req, int status)
 static void refuse(conn *c, int code, const char *reason)
 {
     links *l = c->owner;
-    log_warn("refused connection from %s: %s", c->peer, reason);
+    uint32_t suppressed = 0;
+    char rep[64];
+    /* A misconfigured neighbour retries every few seconds: say it once a minute. */
+    if (log_ratelimit_ok(&l->refuse_rl, uv_now(l->loop), 60000, &suppressed))
+        log_warn("refused connection from %s: %s%s", c->peer, reason,
+                 log_repeated(rep, sizeof rep, suppressed, 60));
     frame_welcome w = {.status = code, .epoch = l->epoch};
     snprintf(w.reason, sizeof w.reason, "%s", reason);
     send_req *s = malloc(sizeof *s + CONTROL_CAP);
