@@ -59,8 +59,11 @@ static const char usage_status[] =
     "Usage: ringctl [--socket PATH] status [--json]\n"
     "\n"
     "Shows this host's place in the ring, the state of its links to the left and\n"
-    "right neighbours, its clients, counters and the last collective failure.\n"
-    "Connects as an observer: it takes no rank.\n"
+    "right neighbours, its clients, counters, payload rates over the last few\n"
+    "seconds and the last collective failure; then, for stragglers, the recent\n"
+    "collectives: how long each took here and how long this host waited for its\n"
+    "left neighbour's data (about 0: that neighbour was there first, so this host\n"
+    "or one before it came last). Connects as an observer: it takes no rank.\n"
     "\n"
     "Options:\n"
     "  -j, --json         print one JSON object with every field instead\n"
@@ -252,6 +255,29 @@ static void print_status(const msg_status *st)
     printf(", uptime ");
     put_duration(st->uptime_ms);
     printf(", reconnects %" PRIu64 "\n", st->reconnects);
+    printf("rates in ");
+    put_bytes(st->rate_in);
+    printf("/s, out ");
+    put_bytes(st->rate_out);
+    printf("/s\n");
+    if (st->waits)
+        printf("waited for left neighbour: %.3f ms on average over %" PRIu64 " collective%s\n",
+               (double)st->wait_sum_us / 1000 / (double)st->waits, st->waits,
+               st->waits == 1 ? "" : "s");
+    if (st->n_recent) printf("recent collectives (wait here for left neighbour ");
+    if (st->n_recent) put_text(st->left[0] ? st->left : "-");
+    if (st->n_recent) printf("):\n");
+    for (unsigned i = 0; i < st->n_recent; i++) {
+        const msg_recent *e = &st->recent[i];
+        printf("  #%" PRIu64 " %-14s %-7s took %9.3f ms, ", e->seq, ringd_coll_name(e->kind),
+               e->status == 0 ? "ok" : "failed", (double)e->latency_us / 1000);
+        if (!e->has_wait)
+            printf("no data from the left\n");
+        else if (e->wait_us < 100)
+            printf("no wait: the left neighbour's data was here, this host came after it\n");
+        else
+            printf("waited %.3f ms for its left neighbour\n", (double)e->wait_us / 1000);
+    }
     printf("last error: ");
     put_text(st->last_error[0] ? st->last_error : "-");
     putchar('\n');
@@ -321,7 +347,20 @@ static void print_status_json(const msg_status *st)
            st->collectives_done, st->collectives_failed, st->bytes_in, st->bytes_out, st->uptime_ms,
            st->reconnects);
     put_json_string(st->last_error);
-    printf("}\n");
+    printf(",\"rate_in\":%" PRIu64 ",\"rate_out\":%" PRIu64 ",\"waits\":%" PRIu64
+           ",\"wait_sum_us\":%" PRIu64 ",\"recent\":[",
+           st->rate_in, st->rate_out, st->waits, st->wait_sum_us);
+    for (unsigned i = 0; i < st->n_recent; i++) {
+        const msg_recent *e = &st->recent[i];
+        printf("%s{\"seq\":%" PRIu64 ",\"kind\":\"%s\",\"status\":%" PRId32
+               ",\"latency_us\":%" PRIu64 ",\"wait_us\":",
+               i ? "," : "", e->seq, ringd_coll_name(e->kind), e->status, e->latency_us);
+        if (e->has_wait)
+            printf("%" PRIu64 "}", e->wait_us);
+        else
+            printf("null}");
+    }
+    printf("]}\n");
 }
 
 /* Fetches the daemon's status over an observer session. */

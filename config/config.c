@@ -56,7 +56,7 @@ struct key {
 #define FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
-    parse_hosts, parse_address, parse_path, parse_checksum;
+    parse_hosts, parse_address, parse_path, parse_checksum, parse_listen;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -78,6 +78,7 @@ static const struct key top_keys[] = {
     {"heartbeat_timeout", parse_duration, false, FIELD(cfg, heartbeat_timeout_ms), 50, 1 * HOUR},
     {"secret_file", parse_path, false, FIELD(cfg, secret_file), 0, 0},
     {"checksum", parse_checksum, false, FIELD(cfg, checksum), 0, 0},
+    {"metrics", parse_listen, false, FIELD(cfg, metrics), 0, 0},
 };
 
 static const struct key host_keys[] = {
@@ -93,7 +94,8 @@ static const struct key host_keys[] = {
 /* ---- Messages ---------------------------------------------------------- */
 
 __attribute__((format(printf, 4, 5))) static int fail(ctx *x, yaml_mark_t m, const char *kp,
-                                                      const char *fmt, ...) {
+                                                      const char *fmt, ...)
+{
     int n = snprintf(x->err, x->errlen, "%s:%zu:%zu: %s%s", x->c->path, m.line + 1, m.column + 1,
                      kp, *kp ? ": " : "");
     if (n >= 0 && (size_t)n < x->errlen) {
@@ -105,14 +107,16 @@ __attribute__((format(printf, 4, 5))) static int fail(ctx *x, yaml_mark_t m, con
     return -1;
 }
 
-static int fail_oom(ctx *x) {
+static int fail_oom(ctx *x)
+{
     snprintf(x->err, x->errlen, "%s: out of memory", x->c->path ? x->c->path : "config");
     return -1;
 }
 
 /* Quotes s for a message: printable ASCII as is, the rest escaped, long
  * values cut short, so that a message always stays one readable line. */
-static const char *quote(ctx *x, const char *s, size_t len) {
+static const char *quote(ctx *x, const char *s, size_t len)
+{
     char *o = x->got, *end = x->got + sizeof x->got - 8;
     *o++ = '"';
     for (size_t i = 0; i < len; i++) {
@@ -134,7 +138,8 @@ static const char *quote(ctx *x, const char *s, size_t len) {
 }
 
 /* What a node is, for the "got ..." part of a message. */
-static const char *describe(ctx *x, yaml_node_t *n) {
+static const char *describe(ctx *x, yaml_node_t *n)
+{
     switch (n->type) {
     case YAML_MAPPING_NODE:
         return "a mapping";
@@ -149,7 +154,8 @@ static const char *describe(ctx *x, yaml_node_t *n) {
     }
 }
 
-static void fmt_size(char *buf, size_t len, uint64_t v) {
+static void fmt_size(char *buf, size_t len, uint64_t v)
+{
     static const char *unit[] = {"bytes", "KiB", "MiB", "GiB"};
     int u = 0;
     while (u < 3 && v >= 1024 && v % 1024 == 0) {
@@ -159,7 +165,8 @@ static void fmt_size(char *buf, size_t len, uint64_t v) {
     snprintf(buf, len, "%llu %s", (unsigned long long)v, unit[u]);
 }
 
-static void fmt_duration(char *buf, size_t len, uint64_t ms) {
+static void fmt_duration(char *buf, size_t len, uint64_t ms)
+{
     if (ms >= HOUR && ms % HOUR == 0)
         snprintf(buf, len, "%lluh", (unsigned long long)(ms / HOUR));
     else if (ms >= MIN && ms % MIN == 0)
@@ -173,13 +180,12 @@ static void fmt_duration(char *buf, size_t len, uint64_t ms) {
 /* ---- Number formats, shared with the command-line flags --------------- */
 
 /* A decimal number without sign; *end is left after it. */
-static int parse_digits(const char *s, uint64_t *out, const char **end) {
+static int parse_digits(const char *s, uint64_t *out, const char **end)
+{
     uint64_t v = 0;
-    if (*s < '0' || *s > '9')
-        return -1;
+    if (*s < '0' || *s > '9') return -1;
     for (; *s >= '0' && *s <= '9'; s++) {
-        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-            return -1;
+        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10) return -1;
         v = v * 10 + (uint64_t)(*s - '0');
     }
     *out = v;
@@ -192,17 +198,16 @@ struct unit {
     uint64_t mult;
 };
 
-static int parse_with_units(const char *s, uint64_t *out, const struct unit *units, size_t n) {
+static int parse_with_units(const char *s, uint64_t *out, const struct unit *units, size_t n)
+{
     uint64_t v;
     const char *rest;
-    if (!s || parse_digits(s, &v, &rest) < 0)
-        return -1;
+    if (!s || parse_digits(s, &v, &rest) < 0) return -1;
     while (*rest == ' ') /* "4 MiB" reads as well as "4MiB" */
         rest++;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(rest, units[i].suffix) == 0) {
-            if (units[i].mult && v > UINT64_MAX / units[i].mult)
-                return -1;
+            if (units[i].mult && v > UINT64_MAX / units[i].mult) return -1;
             *out = v * units[i].mult;
             return 0;
         }
@@ -210,13 +215,15 @@ static int parse_with_units(const char *s, uint64_t *out, const struct unit *uni
     return -1;
 }
 
-int cfg_parse_size(const char *s, uint64_t *out) {
-    static const struct unit units[] = {{"", 1},       {"K", KiB}, {"KiB", KiB}, {"M", MiB},
-                                        {"MiB", MiB},  {"G", GiB}, {"GiB", GiB}};
+int cfg_parse_size(const char *s, uint64_t *out)
+{
+    static const struct unit units[] = {{"", 1},      {"K", KiB}, {"KiB", KiB}, {"M", MiB},
+                                        {"MiB", MiB}, {"G", GiB}, {"GiB", GiB}};
     return parse_with_units(s, out, units, sizeof units / sizeof units[0]);
 }
 
-int cfg_parse_duration_ms(const char *s, uint64_t *out) {
+int cfg_parse_duration_ms(const char *s, uint64_t *out)
+{
     static const struct unit units[] = {{"", 1}, {"ms", 1}, {"s", SEC}, {"m", MIN}, {"h", HOUR}};
     return parse_with_units(s, out, units, sizeof units / sizeof units[0]);
 }
@@ -225,7 +232,8 @@ int cfg_parse_duration_ms(const char *s, uint64_t *out) {
 
 /* The text of a scalar node, or an error naming what was expected. Scalars
  * with an embedded NUL are refused: everything downstream is C strings. */
-static const char *scalar(ctx *x, yaml_node_t *v, const char *kp, const char *expected) {
+static const char *scalar(ctx *x, yaml_node_t *v, const char *kp, const char *expected)
+{
     if (v->type != YAML_SCALAR_NODE) {
         fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
         return NULL;
@@ -238,9 +246,13 @@ static const char *scalar(ctx *x, yaml_node_t *v, const char *kp, const char *ex
     return s;
 }
 
-static void *field(void *obj, const struct key *k) { return (char *)obj + k->offset; }
+static void *field(void *obj, const struct key *k)
+{
+    return (char *)obj + k->offset;
+}
 
-static void store_uint(void *obj, const struct key *k, uint64_t v) {
+static void store_uint(void *obj, const struct key *k, uint64_t v)
+{
     switch (k->size) {
     case sizeof(uint32_t):
         *(uint32_t *)field(obj, k) = (uint32_t)v;
@@ -251,34 +263,35 @@ static void store_uint(void *obj, const struct key *k, uint64_t v) {
     }
 }
 
-static int store_string(ctx *x, void *obj, const struct key *k, const char *s) {
+static int store_string(ctx *x, void *obj, const struct key *k, const char *s)
+{
     char *copy = strdup(s);
-    if (!copy)
-        return fail_oom(x);
+    if (!copy) return fail_oom(x);
     *(char **)field(obj, k) = copy;
     return 0;
 }
 
-static bool valid_name(const char *s) {
+static bool valid_name(const char *s)
+{
     size_t len = strlen(s);
     return len >= 1 && len <= CFG_MAX_NAME &&
            strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == len;
 }
 
-static int parse_name(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_name(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     static const char expected[] = "a name of 1 to 64 characters from A-Z a-z 0-9 . _ -";
     const char *s = scalar(x, v, kp, expected);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (!valid_name(s))
         return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
     return store_string(x, obj, k, s);
 }
 
-static int parse_socket(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_socket(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     const char *s = scalar(x, v, kp, "an absolute path");
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (s[0] != '/')
         return fail(x, v->start_mark, kp, "expected an absolute path, got %s", describe(x, v));
     if (strlen(s) > SUN_PATH_MAX)
@@ -289,48 +302,47 @@ static int parse_socket(ctx *x, void *obj, const struct key *k, yaml_node_t *v, 
     return store_string(x, obj, k, s);
 }
 
-static int parse_path(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_path(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     const char *s = scalar(x, v, kp, "an absolute path");
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (s[0] != '/')
         return fail(x, v->start_mark, kp, "expected an absolute path, got %s", describe(x, v));
     return store_string(x, obj, k, s);
 }
 
-static int parse_checksum(ctx *x, void *obj, const struct key *k, yaml_node_t *v,
-                          const char *kp) {
+static int parse_checksum(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     static const char expected[] = "one of crc32c, none";
     const char *s = scalar(x, v, kp, expected);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (strcmp(s, "crc32c") != 0 && strcmp(s, "none") != 0)
         return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
     *(bool *)field(obj, k) = strcmp(s, "crc32c") == 0;
     return 0;
 }
 
-static int parse_count(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_count(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     char expected[48];
     snprintf(expected, sizeof expected, "an integer %llu..%llu", (unsigned long long)k->min,
              (unsigned long long)k->max);
     const char *s = scalar(x, v, kp, expected), *rest;
     uint64_t n;
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (parse_digits(s, &n, &rest) < 0 || *rest || n < k->min || n > k->max)
         return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
     *(int *)field(obj, k) = (int)n;
     return 0;
 }
 
-static int parse_size(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_size(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     static const char format[] = "a size (bytes, or a number with K, KiB, M, MiB, G or GiB)";
     char lo[32], hi[32];
     uint64_t n;
     const char *s = scalar(x, v, kp, format);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (cfg_parse_size(s, &n) < 0)
         return fail(x, v->start_mark, kp, "expected %s, got %s", format, describe(x, v));
     if (n < k->min || n > k->max) {
@@ -346,13 +358,13 @@ static int parse_size(ctx *x, void *obj, const struct key *k, yaml_node_t *v, co
     return 0;
 }
 
-static int parse_duration(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_duration(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     static const char format[] = "a duration (milliseconds, or a number with ms, s, m or h)";
     char lo[32], hi[32];
     uint64_t n;
     const char *s = scalar(x, v, kp, format);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (cfg_parse_duration_ms(s, &n) < 0)
         return fail(x, v->start_mark, kp, "expected %s, got %s", format, describe(x, v));
     if (n < k->min || n > k->max) {
@@ -365,12 +377,12 @@ static int parse_duration(ctx *x, void *obj, const struct key *k, yaml_node_t *v
     return 0;
 }
 
-static int parse_log_level(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_log_level(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     static const char *names[] = {"debug", "info", "warn", "error"};
     static const char expected[] = "one of debug, info, warn, error";
     const char *s = scalar(x, v, kp, expected);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     for (int i = 0; i < 4; i++) {
         if (strcmp(s, names[i]) == 0) {
             *(cfg_log_level *)field(obj, k) = (cfg_log_level)i;
@@ -382,15 +394,14 @@ static int parse_log_level(ctx *x, void *obj, const struct key *k, yaml_node_t *
 
 /* A DNS name: dot-separated labels of letters, digits, '-' and '_' (common in
  * internal names), no label empty or starting or ending with '-'. */
-static bool valid_hostname(const char *s, size_t len) {
-    if (len == 0 || len > 253)
-        return false;
+static bool valid_hostname(const char *s, size_t len)
+{
+    if (len == 0 || len > 253) return false;
     size_t label = 0;
     for (size_t i = 0; i <= len; i++) {
         char ch = i < len ? s[i] : '.';
         if (ch == '.') {
-            if (label == 0 || label > 63 || s[i - 1] == '-')
-                return false;
+            if (label == 0 || label > 63 || s[i - 1] == '-') return false;
             label = 0;
         } else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                    (ch >= '0' && ch <= '9') || ch == '_' || (ch == '-' && label > 0)) {
@@ -404,15 +415,15 @@ static bool valid_hostname(const char *s, size_t len) {
 
 /* "HOST:PORT": an IPv4 literal, a host name or a bracketed IPv6 literal
  * (with an optional %zone), then a port 1..65535. */
-static int parse_address(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_address(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     cfg_host *h = obj;
     char node[256];
     const char *s = scalar(x, v, kp, "HOST:PORT"), *host, *colon, *rest;
     size_t hlen;
     uint64_t port;
     (void)k;
-    if (!s)
-        return -1;
+    if (!s) return -1;
     if (s[0] == '[') {
         const char *close = strchr(s, ']');
         if (!close || close[1] != ':')
@@ -426,28 +437,29 @@ static int parse_address(ctx *x, void *obj, const struct key *k, yaml_node_t *v,
         memcpy(node, host, hlen);
         node[hlen] = '\0';
         char *zone = strchr(node, '%');
-        if (zone)
-            *zone = '\0';
+        if (zone) *zone = '\0';
         struct in6_addr a6;
         if (inet_pton(AF_INET6, node, &a6) != 1 ||
             (zone && (!zone[1] || strspn(zone + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq"
                                                    "rstuvwxyz0123456789._-") != strlen(zone + 1))))
             return fail(x, v->start_mark, kp, "expected an IPv6 address in brackets, got %s",
                         describe(x, v));
-        if (zone)
-            *zone = '%';
+        if (zone) *zone = '%';
     } else {
         colon = strrchr(s, ':');
-        if (!colon)
-            return fail(x, v->start_mark, kp, "expected HOST:PORT, got %s", describe(x, v));
+        if (!colon) return fail(x, v->start_mark, kp, "expected HOST:PORT, got %s", describe(x, v));
         host = s;
         hlen = (size_t)(colon - s);
         if (memchr(host, ':', hlen))
-            return fail(x, v->start_mark, kp, "expected HOST:PORT (an IPv6 address goes in "
-                        "brackets: [::1]:7701), got %s", describe(x, v));
+            return fail(x, v->start_mark, kp,
+                        "expected HOST:PORT (an IPv6 address goes in "
+                        "brackets: [::1]:7701), got %s",
+                        describe(x, v));
         if (!valid_hostname(host, hlen))
-            return fail(x, v->start_mark, kp, "expected an IPv4 address or a host name before "
-                        "the port, got %s", describe(x, v));
+            return fail(x, v->start_mark, kp,
+                        "expected an IPv4 address or a host name before "
+                        "the port, got %s",
+                        describe(x, v));
         memcpy(node, host, hlen);
         node[hlen] = '\0';
         /* All digits and dots is meant as an IPv4 literal; "10.0.0.300" is a typo. */
@@ -459,18 +471,35 @@ static int parse_address(ctx *x, void *obj, const struct key *k, yaml_node_t *v,
     if (parse_digits(colon + 1, &port, &rest) < 0 || *rest || port < 1 || port > 65535)
         return fail(x, v->start_mark, kp, "expected a port 1..65535 after the colon, got %s",
                     describe(x, v));
-    if (!(h->address = strdup(s)) || !(h->node = strdup(node)))
-        return fail_oom(x);
+    if (!(h->address = strdup(s)) || !(h->node = strdup(node))) return fail_oom(x);
     h->port = (uint16_t)port;
+    return 0;
+}
+
+/* "IP:PORT" to listen on: a host's address format, but an IP literal, since
+ * the daemon binds it without resolving. */
+static int parse_listen(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
+    cfg_host tmp = {0};
+    unsigned char a[sizeof(struct in6_addr)];
+    if (parse_address(x, &tmp, k, v, kp) < 0) return -1;
+    int ip = inet_pton(AF_INET, tmp.node, a) == 1 || inet_pton(AF_INET6, tmp.node, a) == 1;
+    free(tmp.node);
+    if (!ip) {
+        free(tmp.address);
+        return fail(x, v->start_mark, kp, "expected IP:PORT to listen on (127.0.0.1:9711), got %s",
+                    describe(x, v));
+    }
+    *(char **)field(obj, k) = tmp.address;
     return 0;
 }
 
 /* ---- Mappings ---------------------------------------------------------- */
 
-static size_t edit_distance(const char *a, const char *b) {
+static size_t edit_distance(const char *a, const char *b)
+{
     size_t la = strlen(a), lb = strlen(b), row[65];
-    if (la > 64 || lb > 64)
-        return SIZE_MAX;
+    if (la > 64 || lb > 64) return SIZE_MAX;
     for (size_t j = 0; j <= lb; j++)
         row[j] = j;
     for (size_t i = 1; i <= la; i++) {
@@ -478,10 +507,8 @@ static size_t edit_distance(const char *a, const char *b) {
         row[0] = i;
         for (size_t j = 1; j <= lb; j++) {
             size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
             diag = up;
             row[j] = best;
         }
@@ -490,7 +517,8 @@ static size_t edit_distance(const char *a, const char *b) {
 }
 
 /* Appends key to the path prefix, escaping anything odd a file may hold. */
-static void join_path(char *out, size_t len, const char *prefix, const char *key, size_t klen) {
+static void join_path(char *out, size_t len, const char *prefix, const char *key, size_t klen)
+{
     size_t n = (size_t)snprintf(out, len, "%s%s", prefix, *prefix ? "." : "");
     for (size_t i = 0; i < klen && n + 5 < len; i++) {
         unsigned char ch = (unsigned char)key[i];
@@ -499,7 +527,8 @@ static void join_path(char *out, size_t len, const char *prefix, const char *key
 }
 
 static int unknown_key(ctx *x, yaml_node_t *kn, const char *kp, const char *key,
-                       const struct key *keys, size_t nkeys) {
+                       const struct key *keys, size_t nkeys)
+{
     const char *best = NULL;
     size_t best_d = SIZE_MAX;
     for (size_t i = 0; i < nkeys; i++) {
@@ -521,7 +550,8 @@ static int unknown_key(ctx *x, yaml_node_t *kn, const char *kp, const char *key,
 /* Checks every key of mapping m against keys[] and parses the values into
  * obj. found[i] gets the value node of keys[i], or NULL if absent. */
 static int walk_mapping(ctx *x, yaml_node_t *m, const char *prefix, const struct key *keys,
-                        size_t nkeys, void *obj, yaml_node_t **found) {
+                        size_t nkeys, void *obj, yaml_node_t **found)
+{
     yaml_node_t *found_key[N_TOP > N_HOST ? N_TOP : N_HOST] = {0};
     char kp[256];
     for (size_t i = 0; i < nkeys; i++)
@@ -544,8 +574,7 @@ static int walk_mapping(ctx *x, yaml_node_t *m, const char *prefix, const struct
                         found_key[i]->start_mark.line + 1);
         found[i] = vn;
         found_key[i] = kn;
-        if (keys[i].parse(x, obj, &keys[i], vn, kp) < 0)
-            return -1;
+        if (keys[i].parse(x, obj, &keys[i], vn, kp) < 0) return -1;
     }
     for (size_t i = 0; i < nkeys; i++) {
         if (keys[i].required && !found[i]) {
@@ -557,14 +586,15 @@ static int walk_mapping(ctx *x, yaml_node_t *m, const char *prefix, const struct
 }
 
 static yaml_node_t *found_node(yaml_node_t **found, const struct key *keys, size_t nkeys,
-                               const char *name) {
+                               const char *name)
+{
     for (size_t i = 0; i < nkeys; i++)
-        if (strcmp(keys[i].name, name) == 0)
-            return found[i];
+        if (strcmp(keys[i].name, name) == 0) return found[i];
     return NULL;
 }
 
-static int parse_host(ctx *x, size_t i, yaml_node_t *item) {
+static int parse_host(ctx *x, size_t i, yaml_node_t *item)
+{
     cfg_host *h = &x->c->hosts[i];
     yaml_node_t *found[N_HOST];
     char kp[48];
@@ -574,8 +604,7 @@ static int parse_host(ctx *x, size_t i, yaml_node_t *item) {
     if (item->type != YAML_MAPPING_NODE)
         return fail(x, item->start_mark, kp, "expected a mapping with name and address, got %s",
                     describe(x, item));
-    if (walk_mapping(x, item, kp, host_keys, N_HOST, h, found) < 0)
-        return -1;
+    if (walk_mapping(x, item, kp, host_keys, N_HOST, h, found) < 0) return -1;
     /* Names and addresses identify a host; the same socket path on two hosts
      * is fine, they may well be different machines. */
     for (size_t j = 0; j < i; j++) {
@@ -596,7 +625,8 @@ static int parse_host(ctx *x, size_t i, yaml_node_t *item) {
     return 0;
 }
 
-static int parse_hosts(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+static int parse_hosts(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
     cfg *c = obj;
     (void)k;
     if (v->type != YAML_SEQUENCE_NODE)
@@ -606,8 +636,7 @@ static int parse_hosts(ctx *x, void *obj, const struct key *k, yaml_node_t *v, c
         return fail(x, v->start_mark, kp, "expected at least one host, got an empty sequence");
     if (n > CFG_MAX_HOSTS)
         return fail(x, v->start_mark, kp, "expected at most %d hosts, got %zu", CFG_MAX_HOSTS, n);
-    if (!(c->hosts = calloc(n, sizeof *c->hosts)))
-        return fail_oom(x);
+    if (!(c->hosts = calloc(n, sizeof *c->hosts))) return fail_oom(x);
     /* Count hosts as they are filled in, so that cfg_free() sees them all. */
     for (size_t i = 0; i < n; i++) {
         c->n_hosts = i + 1;
@@ -620,7 +649,8 @@ static int parse_hosts(ctx *x, void *obj, const struct key *k, yaml_node_t *v, c
 /* ---- Whole file -------------------------------------------------------- */
 
 /* Rules that involve several keys, checked once all of them are known. */
-static int finish(ctx *x, yaml_node_t **found) {
+static int finish(ctx *x, yaml_node_t **found)
+{
     cfg *c = x->c;
     if (c->backoff_max_ms < c->backoff_initial_ms) {
         char a[32], b[32];
@@ -648,19 +678,17 @@ static int finish(ctx *x, yaml_node_t **found) {
         return fail(x, iv->start_mark, "heartbeat_interval",
                     "expected at most half of heartbeat_timeout (%s), got %s", b, describe(x, iv));
     }
-    if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET)))
-        return fail_oom(x);
+    if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET))) return fail_oom(x);
     for (size_t i = 0; i < c->n_hosts; i++) {
         cfg_host *h = &c->hosts[i];
-        if (!h->socket && !(h->socket = strdup(c->socket)))
-            return fail_oom(x);
-        if (!h->local_clients)
-            h->local_clients = c->local_clients;
+        if (!h->socket && !(h->socket = strdup(c->socket))) return fail_oom(x);
+        if (!h->local_clients) h->local_clients = c->local_clients;
     }
     return 0;
 }
 
-static void set_defaults(cfg *c) {
+static void set_defaults(cfg *c)
+{
     c->local_clients = 1;
     c->segment_bytes = 256 * KiB;
     c->max_buffer_bytes = 4 * GiB;
@@ -677,9 +705,9 @@ static void set_defaults(cfg *c) {
     c->checksum = true;
 }
 
-static int parse_yaml_error(ctx *x, yaml_parser_t *p) {
-    if (p->error == YAML_MEMORY_ERROR)
-        return fail_oom(x);
+static int parse_yaml_error(ctx *x, yaml_parser_t *p)
+{
+    if (p->error == YAML_MEMORY_ERROR) return fail_oom(x);
     /* The reader (bad UTF-8) only knows a byte offset: turn it into a mark. */
     if (p->error == YAML_READER_ERROR) {
         yaml_mark_t m = {0, 0, 0};
@@ -699,42 +727,41 @@ static int parse_yaml_error(ctx *x, yaml_parser_t *p) {
     return fail(x, p->problem_mark, "", "invalid YAML: %s", p->problem ? p->problem : "error");
 }
 
-static int parse_document(ctx *x, yaml_parser_t *p) {
+static int parse_document(ctx *x, yaml_parser_t *p)
+{
     yaml_node_t *found[N_TOP];
     yaml_node_t *root = yaml_document_get_root_node(x->doc);
     yaml_mark_t start = {0, 0, 0};
-    if (!root)
-        return fail(x, start, "", "expected a mapping of settings, got an empty file");
+    if (!root) return fail(x, start, "", "expected a mapping of settings, got an empty file");
     if (root->type != YAML_MAPPING_NODE)
-        return fail(x, root->start_mark, "", "expected a mapping of settings at the top level, "
-                    "got %s", describe(x, root));
+        return fail(x, root->start_mark, "",
+                    "expected a mapping of settings at the top level, "
+                    "got %s",
+                    describe(x, root));
     if (walk_mapping(x, root, "", top_keys, N_TOP, x->c, found) < 0 || finish(x, found) < 0)
         return -1;
 
     /* A second document would be silently ignored; say so instead. */
     yaml_document_t next;
-    if (!yaml_parser_load(p, &next))
-        return parse_yaml_error(x, p);
+    if (!yaml_parser_load(p, &next)) return parse_yaml_error(x, p);
     bool more = yaml_document_get_root_node(&next) != NULL;
     yaml_mark_t m = next.start_mark;
     yaml_document_delete(&next);
-    if (more)
-        return fail(x, m, "", "expected a single YAML document, got a second one");
+    if (more) return fail(x, m, "", "expected a single YAML document, got a second one");
     return 0;
 }
 
-int cfg_parse(const char *path, const char *text, size_t len, cfg *out, char *err, size_t errlen) {
+int cfg_parse(const char *path, const char *text, size_t len, cfg *out, char *err, size_t errlen)
+{
     ctx x = {.text = text, .len = len, .c = out, .err = err, .errlen = errlen};
     yaml_parser_t parser;
     yaml_document_t doc;
     int rc = -1;
 
-    if (errlen)
-        err[0] = '\0';
+    if (errlen) err[0] = '\0';
     memset(out, 0, sizeof *out);
     set_defaults(out);
-    if (!(out->path = strdup(path ? path : "config")))
-        return fail_oom(&x);
+    if (!(out->path = strdup(path ? path : "config"))) return fail_oom(&x);
     if (!yaml_parser_initialize(&parser)) {
         rc = fail_oom(&x);
         goto out;
@@ -756,7 +783,8 @@ out:
     return rc;
 }
 
-int cfg_load(const char *path, cfg *out, char *err, size_t errlen) {
+int cfg_load(const char *path, cfg *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -796,7 +824,8 @@ fail:
     return -1;
 }
 
-void cfg_free(cfg *c) {
+void cfg_free(cfg *c)
+{
     for (size_t i = 0; c->hosts && i < c->n_hosts; i++) {
         free(c->hosts[i].name);
         free(c->hosts[i].address);
@@ -808,21 +837,27 @@ void cfg_free(cfg *c) {
     free(c->cluster);
     free(c->socket);
     free(c->secret_file);
+    free(c->metrics);
+    c->metrics = NULL;
     c->hosts = NULL;
     c->n_hosts = 0;
     c->path = c->cluster = c->socket = c->secret_file = NULL;
 }
 
-int cfg_host_index(const cfg *c, const char *name) {
+int cfg_host_index(const cfg *c, const char *name)
+{
     for (size_t i = 0; i < c->n_hosts; i++)
-        if (strcmp(c->hosts[i].name, name) == 0)
-            return (int)i;
+        if (strcmp(c->hosts[i].name, name) == 0) return (int)i;
     return -1;
 }
 
-int cfg_total_ranks(const cfg *c) { return cfg_first_rank(c, c->n_hosts); }
+int cfg_total_ranks(const cfg *c)
+{
+    return cfg_first_rank(c, c->n_hosts);
+}
 
-int cfg_first_rank(const cfg *c, size_t i) {
+int cfg_first_rank(const cfg *c, size_t i)
+{
     int rank = 0;
     for (size_t j = 0; j < i && j < c->n_hosts; j++)
         rank += c->hosts[j].local_clients;

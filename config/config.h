@@ -21,8 +21,8 @@ typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cf
 
 typedef struct {
     char *name;
-    char *address;     /* as written: "10.0.0.7:7701", "[::1]:7701", "node3:7701" */
-    char *node;        /* host part, IPv6 brackets removed: "::1", "node3" */
+    char *address; /* as written: "10.0.0.7:7701", "[::1]:7701", "node3:7701" */
+    char *node;    /* host part, IPv6 brackets removed: "::1", "node3" */
     uint16_t port;
     char *socket;      /* Unix socket path for this host: its own key, else the top-level one */
     int local_clients; /* its own key, else the top-level one; >= 1 */
@@ -30,27 +30,28 @@ typedef struct {
 } cfg_host;
 
 typedef struct {
-    char *path;          /* the file it was read from */
+    char *path; /* the file it was read from */
     char *cluster;
-    char *socket;        /* default "/run/ringd/ringd.sock" */
-    int local_clients;   /* default 1 */
-    cfg_host *hosts;     /* ring order */
-    size_t n_hosts;      /* >= 1 */
+    char *socket;      /* default "/run/ringd/ringd.sock" */
+    int local_clients; /* default 1 */
+    cfg_host *hosts;   /* ring order */
+    size_t n_hosts;    /* >= 1 */
 
     /* Tuning, all optional. Sizes accept a plain byte count or a suffix
      * (K, KiB, M, MiB, G, GiB; powers of 1024); durations accept plain
      * milliseconds or a suffix (ms, s, m, h). */
-    uint32_t segment_bytes;        /* segment_size: pipelining unit; default 256 KiB, 4 KiB..16 MiB */
-    uint64_t max_buffer_bytes;     /* max_buffer: largest collective; default 4 GiB, 1 MiB..64 GiB */
+    uint32_t segment_bytes;    /* segment_size: pipelining unit; default 256 KiB, 4 KiB..16 MiB */
+    uint64_t max_buffer_bytes; /* max_buffer: largest collective; default 4 GiB, 1 MiB..64 GiB */
     uint32_t collective_timeout_ms; /* collective_timeout: default 60 s */
     uint32_t connect_timeout_ms;    /* connect_timeout: TCP connect + handshake; default 5 s */
     uint32_t backoff_initial_ms;    /* reconnect backoff start; default 100 ms */
     uint32_t backoff_max_ms;        /* reconnect backoff cap; default 5 s */
-    uint32_t socket_buffer_bytes;   /* socket_buffer: SO_SNDBUF/SO_RCVBUF; 0 = kernel default; default 4 MiB */
+    uint32_t socket_buffer_bytes; /* socket_buffer: SO_SNDBUF/SO_RCVBUF; 0 = kernel default; default
+                                     4 MiB */
     uint64_t fusion_threshold_bytes; /* fusion_threshold: collectives up to this size run
                                         together; 0 = one at a time; default 4 MiB */
-    int fusion_max;                 /* fusion_max: at most this many at once; 1..64, default 32 */
-    cfg_log_level log_level;        /* log_level: debug, info, warn, error; default info */
+    int fusion_max;                  /* fusion_max: at most this many at once; 1..64, default 32 */
+    cfg_log_level log_level;         /* log_level: debug, info, warn, error; default info */
 
     /* Faults and security. */
     uint32_t heartbeat_interval_ms; /* heartbeat_interval: PING on quiet links; default 1 s */
@@ -58,6 +59,7 @@ typedef struct {
                                        default 5 s, at least twice the interval */
     char *secret_file;              /* secret_file: the cluster key; NULL = no authentication */
     bool checksum;                  /* checksum: crc32c (true, default) or none */
+    char *metrics;                  /* metrics: IP:PORT of the Prometheus endpoint; NULL = off */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line

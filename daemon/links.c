@@ -159,10 +159,7 @@ static int refusal_log_ok(links *l, char *note, size_t len)
 {
     uint32_t suppressed = 0;
     int ok = log_ratelimit_ok(&l->refuse_rl, uv_now(l->loop), REFUSAL_LOG_MS, &suppressed);
-    if (suppressed)
-        snprintf(note, len, " (%u similar refusal(s) in the last minute not logged)", suppressed);
-    else
-        note[0] = '\0';
+    log_repeated(note, len, suppressed, REFUSAL_LOG_MS / 1000);
     return ok;
 }
 static void conn_close(conn *c, const char *why);
@@ -819,10 +816,11 @@ static void conn_close(conn *c, const char *why)
             adopt(l, new_epoch(l), 1, RINGD_ERING, what);
         } else {
             uint32_t suppressed = 0;
+            char rep[64];
             if (log_ratelimit_ok(&l->connect_rl, uv_now(l->loop), 30000, &suppressed))
                 log_warn("cannot reach right neighbour %s (%s): %s; retrying%s",
                          side_name(l, LINK_RIGHT), l->cfg->hosts[l->right].address, why,
-                         suppressed ? " (repeated failures not logged)" : "");
+                         log_repeated(rep, sizeof rep, suppressed, 30));
         }
         schedule_retry(l);
         break;
@@ -1005,6 +1003,7 @@ static void handle_welcome(conn *c)
     l->right_error[0] = '\0';
     l->backoff_ms = l->cfg->backoff_initial_ms;
     log_ratelimit_reset(&l->connect_rl);
+    log_ratelimit_reset(&l->refuse_rl);
     if (l->was_up) l->stats.reconnects++;
     l->was_up = 1;
     expect(c, RD_HEADER, FRAME_HEADER_SIZE);
@@ -1232,6 +1231,7 @@ static void on_heartbeat(uv_timer_t *t)
 {
     links *l = t->data;
     uint64_t now = uv_now(l->loop);
+    uv_timer_set_repeat(t, l->cfg->heartbeat_interval_ms); /* a reload may change it */
     check_link(l, l->l, now);
     check_link(l, l->r, now);
 }

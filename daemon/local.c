@@ -116,6 +116,7 @@ struct local {
     int n_colls;
     uint64_t next_index; /* of the oldest collective not yet finished */
     uint64_t start_ms;
+    const rates *rates; /* for status; may be NULL */
     int closing, open_handles;
     void (*done)(void *);
     void *done_data;
@@ -669,6 +670,21 @@ static void do_status(session *s, const msg_status_req *m)
     snprintf(st.left, sizeof st.left, "%s", c->hosts[(l->me + n - 1) % n].name);
     snprintf(st.right, sizeof st.right, "%s", c->hosts[(l->me + 1) % n].name);
     snprintf(st.last_error, sizeof st.last_error, "%s", rs.last_error);
+    if (l->rates) rates_get(l->rates, &st.rate_in, &st.rate_out);
+    st.waits = rs.waits;
+    st.wait_sum_us = (uint64_t)(rs.wait_sum_s * 1e6);
+    /* The recent collectives, oldest first. */
+    uint64_t n_recent = rs.n_recent < RING_RECENT ? rs.n_recent : RING_RECENT;
+    for (uint64_t i = rs.n_recent - n_recent; i < rs.n_recent && st.n_recent < MSG_MAX_RECENT;
+         i++) {
+        const ring_recent *e = &rs.recent[i % RING_RECENT];
+        st.recent[st.n_recent++] = (msg_recent){.seq = e->seq,
+                                                .kind = e->kind,
+                                                .has_wait = e->has_wait,
+                                                .status = e->status,
+                                                .wait_us = e->wait_us,
+                                                .latency_us = e->latency_us};
+    }
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     queue_out(s, buf, msg_encode_status(buf, sizeof buf, &st));
 }
@@ -1088,4 +1104,17 @@ void local_close(local *l, int status, const char *message, void (*done)(void *)
         unlink(l->cfg->hosts[l->me].socket);
     }
     uv_close((uv_handle_t *)&l->tick, on_handle_closed);
+}
+
+void local_set_rates(local *l, const rates *rt)
+{
+    l->rates = rt;
+}
+
+int local_clients(const local *l)
+{
+    int n = 0;
+    for (int i = 0; i < l->local_size; i++)
+        n += l->by_rank[i] != NULL;
+    return n;
 }

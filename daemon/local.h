@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "rates.h"
 #include "ring.h"
 
 typedef struct local local;
@@ -25,5 +26,11 @@ int local_start(local *l, char *err, size_t errlen);
 /* Stops accepting, fails pending submissions with (status, message), closes
  * every session and removes the socket; done(data) runs when l is freed. */
 void local_close(local *l, int status, const char *message, void (*done)(void *), void *data);
+
+/* The payload rates that STATUS reports; rt (may be NULL) must outlive l. */
+void local_set_rates(local *l, const rates *rt);
+
+/* Local ranks connected now. */
+int local_clients(const local *l);
 
 #endif /* RINGD_LOCAL_H */

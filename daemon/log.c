@@ -51,3 +51,11 @@ void log_ratelimit_reset(log_ratelimit *rl)
 {
     memset(rl, 0, sizeof *rl);
 }
+
+const char *log_repeated(char *buf, size_t len, uint32_t suppressed, unsigned interval_s)
+{
+    if (suppressed == 0) return "";
+    snprintf(buf, len, " (%u more since the last such line; at most one per %u s)", suppressed,
+             interval_s);
+    return buf;
+}

@@ -7,6 +7,7 @@
 #ifndef RINGD_LOG_H
 #define RINGD_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR } log_level_e;
@@ -38,5 +39,9 @@ typedef struct {
 int log_ratelimit_ok(log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms,
                      uint32_t *suppressed);
 void log_ratelimit_reset(log_ratelimit *rl);
+
+/* The suffix of a rate-limited line: "" when nothing was suppressed, else
+ * " (N more since the last such line; at most one per S s)", in buf. */
+const char *log_repeated(char *buf, size_t len, uint32_t suppressed, unsigned interval_s);
 
 #endif /* RINGD_LOG_H */

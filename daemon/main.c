@@ -4,8 +4,10 @@
  *   ringd --config /etc/ringd/ringd.yaml --host a
  *
  * One libuv loop runs everything: the ring links (ring.c, links.c) and the
- * local clients (local.c). SIGTERM or SIGINT fail what is in flight with an
- * error to its clients and exit cleanly.
+ * local clients (local.c), and optionally the metrics endpoint (metrics.c).
+ * SIGTERM or SIGINT fail what is in flight with an error to its clients and
+ * exit cleanly; SIGHUP re-reads the configuration (see reload()). Under
+ * systemd it speaks the notify protocol (notify.c).
  */
 #include <getopt.h>
 #include <signal.h>
@@ -20,6 +22,9 @@
 #include "config/config.h"
 #include "local.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
+#include "rates.h"
 #include "ring.h"
 #include "ringd.h"
 
@@ -27,37 +32,69 @@
 
 typedef struct {
     uv_loop_t *loop;
+    const char *config_path, *host_name;
     cfg config;
+    int me;
     ring *ring;
     local *local;
-    uv_signal_t sigterm, sigint;
-    int stopping;
+    metrics *metrics;
+    rates rates;
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t second; /* rates and systemd STATUS= */
+    int stopping, status;
+    int level_from_cli;
+    uint64_t started_ms; /* of the running engine */
+    /* A reload that changed the ring: the engine closes, then this config
+     * replaces the running one and a new engine starts. */
+    int reforming;
+    cfg next;
+    int next_me;
+    /* The cluster key (secret_file), of the running config and the next. */
+    int has_key, next_has_key;
+    auth_key key, next_key;
 } daemon_state;
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: ringd --config FILE --host NAME [--log-level LEVEL]\n"
+                 "       ringd --config FILE --check\n"
                  "\n"
                  "Runs the ringd daemon of one host: joins the TCP ring described in FILE as the\n"
                  "host named NAME and serves the local training processes on its Unix socket.\n"
                  "\n"
                  "  -c, --config FILE      YAML configuration (see ringd.example.yaml)\n"
                  "  -H, --host NAME        which of the config's hosts this is\n"
-                 "  -l, --log-level LEVEL  debug, info, warn or error (overrides log_level)\n"
-                 "  -t, --check            validate the configuration and exit\n"
+                 "  -l, --log-level LEVEL  debug, info, warn or error (overrides log_level,\n"
+                 "                         also across reloads)\n"
+                 "  -t, --check            validate the configuration and exit (--host optional)\n"
                  "  -h, --help             show this help\n"
                  "  -V, --version          show the version\n"
                  "\n"
+                 "Signals: SIGTERM, SIGINT stop cleanly; SIGHUP re-reads FILE: tuning keys\n"
+                 "apply at once, a changed host list re-forms the ring (collectives in flight\n"
+                 "fail, clients must reconnect); an invalid file is logged and ignored.\n"
+                 "Under systemd (Type=notify) it reports READY=1 once it listens, its state in\n"
+                 "STATUS=, and feeds the watchdog when WatchdogSec= is set.\n"
+                 "The optional metrics key serves Prometheus text at http://IP:PORT/metrics.\n"
+                 "\n"
                  "Exit status: 0 after a clean stop (SIGTERM, SIGINT), 1 on a runtime failure,\n"
                  "2 on a bad command line or configuration.\n");
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    (void)h;
 }
 
 static void on_local_closed(void *data)
 {
     daemon_state *d = data;
     d->local = NULL;
-    uv_close((uv_handle_t *)&d->sigterm, NULL);
-    uv_close((uv_handle_t *)&d->sigint, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, on_handle_closed);
+    uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
+    uv_close((uv_handle_t *)&d->sighup, on_handle_closed);
+    uv_close((uv_handle_t *)&d->second, on_handle_closed);
+    notify_close();
 }
 
 static void on_ring_closed(void *data)
@@ -74,12 +111,279 @@ static void stop(daemon_state *d, const char *why)
     if (d->stopping) return;
     d->stopping = 1;
     log_info("stopping: %s", why);
-    ring_close(d->ring, RINGD_ESHUTDOWN, "ringd is shutting down", on_ring_closed, d);
+    notify_stopping();
+    if (d->metrics) metrics_close(d->metrics, NULL, NULL);
+    d->metrics = NULL;
+    /* A re-forming engine is already closing; on_reformed sees stopping. */
+    if (!d->reforming)
+        ring_close(d->ring, RINGD_ESHUTDOWN, "ringd is shutting down", on_ring_closed, d);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
 {
     stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* ---- the engine: ring and local sessions of the running config ---- */
+
+static int start_engine(daemon_state *d, char *err, size_t errlen)
+{
+    int rc = ring_new(&d->ring, d->loop, &d->config, d->me);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot start: %s", ringd_strerror(rc));
+        return rc;
+    }
+    if (d->has_key) ring_set_key(d->ring, &d->key);
+    rc = local_new(&d->local, d->loop, &d->config, d->me, d->ring);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot start: %s", ringd_strerror(rc));
+        ring_close(d->ring, RINGD_ESHUTDOWN, "start-up failed", NULL, NULL);
+        d->ring = NULL;
+        return rc;
+    }
+    local_set_rates(d->local, &d->rates);
+    d->started_ms = uv_now(d->loop);
+    if (local_start(d->local, err, errlen) < 0 || ring_start(d->ring, err, errlen) < 0)
+        return RINGD_EIO;
+    const cfg_host *h = &d->config.hosts[d->me];
+    log_info("ringd %d.%d.%d: host %s (%d of %zu) in cluster %s, %d local client(s), %d "
+             "rank(s) in all",
+             RINGD_VERSION_MAJOR, RINGD_VERSION_MINOR, RINGD_VERSION_PATCH, h->name, d->me + 1,
+             d->config.n_hosts, d->config.cluster, h->local_clients, cfg_total_ranks(&d->config));
+    return 0;
+}
+
+static void collect(void *data, metrics_snapshot *s)
+{
+    daemon_state *d = data;
+    const cfg *c = &d->config;
+    int n = (int)c->n_hosts;
+    s->cluster = c->cluster;
+    s->host = c->hosts[d->me].name;
+    s->left = c->hosts[(d->me + n - 1) % n].name;
+    s->right = c->hosts[(d->me + 1) % n].name;
+    s->local_size = c->hosts[d->me].local_clients;
+    if (!d->ring || !d->local) return; /* between two engines of a reload */
+    const links *lk = ring_links(d->ring);
+    ring_get_stats(d->ring, &s->ring);
+    links_get_stats(lk, &s->links);
+    s->epoch = links_epoch(lk);
+    s->left_up = links_state(lk, LINK_LEFT) == LINK_UP || links_state(lk, LINK_LEFT) == LINK_SELF;
+    s->right_up =
+        links_state(lk, LINK_RIGHT) == LINK_UP || links_state(lk, LINK_RIGHT) == LINK_SELF;
+    s->ready = links_ready(lk);
+    s->clients = local_clients(d->local);
+    s->uptime_ms = uv_now(d->loop) - d->started_ms;
+}
+
+static void start_metrics(daemon_state *d)
+{
+    if (!d->config.metrics) return;
+    char err[256];
+    if (metrics_new(&d->metrics, d->loop, d->config.metrics, collect, d, err, sizeof err) < 0) {
+        log_error("%s; running without metrics", err);
+        d->metrics = NULL;
+        return;
+    }
+    log_info("metrics: http://%s/metrics", d->config.metrics);
+}
+
+/* Once a second: a sample for the rates, and the state for systemd. */
+static void on_second(uv_timer_t *t)
+{
+    daemon_state *d = t->data;
+    if (!d->ring || !d->local || d->stopping) return;
+    metrics_snapshot s;
+    memset(&s, 0, sizeof s);
+    collect(d, &s);
+    rates_add(&d->rates, uv_now(d->loop), s.links.bytes_in, s.links.bytes_out);
+    char text[256];
+    if (s.ready)
+        snprintf(text, sizeof text,
+                 "ring up, epoch %u, %llu collectives done, %llu failed, %d/%d clients",
+                 (unsigned)s.epoch, (unsigned long long)s.ring.done,
+                 (unsigned long long)s.ring.failed, s.clients, s.local_size);
+    else if (s.left_up && s.right_up)
+        snprintf(text, sizeof text,
+                 "ring forming: both links up, waiting for the rest of the ring (epoch %u)",
+                 (unsigned)s.epoch);
+    else
+        snprintf(text, sizeof text, "ring forming: left link from %s %s, right link to %s %s",
+                 s.left, s.left_up ? "up" : "down", s.right, s.right_up ? "up" : "down");
+    notify_status(text);
+}
+
+/* ---- reload (SIGHUP) ---- */
+
+static int same_ring(const cfg *a, int a_me, const cfg *b, int b_me)
+{
+    if (a_me != b_me || a->n_hosts != b->n_hosts || strcmp(a->cluster, b->cluster) != 0) return 0;
+    for (size_t i = 0; i < a->n_hosts; i++) {
+        const cfg_host *x = &a->hosts[i], *y = &b->hosts[i];
+        if (strcmp(x->name, y->name) || strcmp(x->address, y->address) ||
+            strcmp(x->socket, y->socket) || x->local_clients != y->local_clients)
+            return 0;
+    }
+    return 1;
+}
+
+static void set_log_level(daemon_state *d, cfg_log_level level)
+{
+    if (!d->level_from_cli) log_level = (log_level_e)level;
+}
+
+/* The keys the ring and links read each time they need them: copying them
+ * into the running config is enough to apply them. */
+static void apply_tuning(daemon_state *d, const cfg *n)
+{
+    cfg *c = &d->config;
+#define TUNE(field, key)                                                                           \
+    do {                                                                                           \
+        if (c->field != n->field) {                                                                \
+            log_info("reload: %s %llu -> %llu", key, (unsigned long long)c->field,                 \
+                     (unsigned long long)n->field);                                                \
+            c->field = n->field;                                                                   \
+        }                                                                                          \
+    } while (0)
+    TUNE(segment_bytes, "segment_size");
+    TUNE(max_buffer_bytes, "max_buffer");
+    TUNE(collective_timeout_ms, "collective_timeout (ms)");
+    TUNE(connect_timeout_ms, "connect_timeout (ms)");
+    TUNE(backoff_initial_ms, "backoff_initial (ms)");
+    TUNE(backoff_max_ms, "backoff_max (ms)");
+    TUNE(socket_buffer_bytes, "socket_buffer (next connections)");
+    TUNE(fusion_threshold_bytes, "fusion_threshold");
+    TUNE(fusion_max, "fusion_max");
+    TUNE(log_level, "log_level");
+    TUNE(heartbeat_interval_ms, "heartbeat_interval (ms)");
+    TUNE(heartbeat_timeout_ms, "heartbeat_timeout (ms)");
+    TUNE(checksum, "checksum (1 crc32c, 0 none)");
+#undef TUNE
+    set_log_level(d, c->log_level);
+}
+
+/* Swaps in the metrics address of n (n then owns the old one) and restarts
+ * the endpoint if it changed. */
+static void apply_metrics(daemon_state *d, cfg *n)
+{
+    const char *a = d->config.metrics, *b = n->metrics;
+    int same = (!a && !b) || (a && b && strcmp(a, b) == 0);
+    char *old = d->config.metrics;
+    d->config.metrics = n->metrics;
+    n->metrics = old;
+    if (same) return;
+    log_info("reload: metrics %s -> %s", a ? a : "off", b ? b : "off");
+    if (d->metrics) metrics_close(d->metrics, NULL, NULL);
+    d->metrics = NULL;
+    start_metrics(d);
+}
+
+static void on_reform_local_closed(void *data)
+{
+    daemon_state *d = data;
+    d->local = NULL;
+    cfg_free(&d->config);
+    d->config = d->next;
+    d->me = d->next_me;
+    d->has_key = d->next_has_key;
+    d->key = d->next_key;
+    memset(&d->next, 0, sizeof d->next);
+    memset(&d->rates, 0, sizeof d->rates);
+    d->reforming = 0;
+    set_log_level(d, d->config.log_level);
+    if (d->stopping) {
+        on_local_closed(d);
+        return;
+    }
+    char err[1024];
+    if (start_engine(d, err, sizeof err) < 0) {
+        log_error("reload: %s", err);
+        d->status = 1;
+        if (d->ring) {
+            stop(d, "the re-formed ring could not start");
+        } else {
+            d->stopping = 1;
+            on_local_closed(d);
+        }
+        return;
+    }
+    rates_add(&d->rates, uv_now(d->loop), 0, 0);
+    start_metrics(d);
+    notify_ready();
+}
+
+static void on_reform_ring_closed(void *data)
+{
+    daemon_state *d = data;
+    d->ring = NULL;
+    local_close(d->local, RINGD_ERING,
+                "the ring is re-formed after a configuration reload; reconnect",
+                on_reform_local_closed, d);
+}
+
+static void reload(daemon_state *d)
+{
+    if (d->stopping || d->reforming) {
+        log_warn("reload: ignored, %s", d->stopping ? "stopping" : "still re-forming the ring");
+        return;
+    }
+    notify_reloading();
+    char err[1024];
+    cfg n;
+    if (cfg_load(d->config_path, &n, err, sizeof err) < 0) {
+        log_error("reload: %s; keeping the running configuration", err);
+        notify_ready();
+        return;
+    }
+    int me = cfg_host_index(&n, d->host_name);
+    if (me < 0) {
+        log_error("reload: %s: no host named \"%s\" in hosts; keeping the running configuration",
+                  d->config_path, d->host_name);
+        cfg_free(&n);
+        notify_ready();
+        return;
+    }
+    /* The key file is read again: a new key (or none) re-forms the ring,
+     * since every link must authenticate with it. */
+    auth_key key;
+    int has_key = n.secret_file != NULL;
+    if (has_key && auth_load_key(n.secret_file, &key, err, sizeof err) < 0) {
+        log_error("reload: %s; keeping the running configuration", err);
+        cfg_free(&n);
+        notify_ready();
+        return;
+    }
+    int same_key =
+        has_key == d->has_key &&
+        (!has_key || (key.len == d->key.len && memcmp(key.bytes, d->key.bytes, key.len) == 0));
+    if (same_key && same_ring(&d->config, d->me, &n, me)) {
+        apply_tuning(d, &n);
+        apply_metrics(d, &n);
+        cfg_free(&n);
+        log_info("reload: done, the ring is unchanged");
+        notify_ready();
+        return;
+    }
+    /* Links and ring point into the running config: it is replaced only
+     * once they are gone. The metrics endpoint restarts with the new one. */
+    log_warn("reload: the %s changed: re-forming the ring (collectives in flight fail, "
+             "clients must reconnect)",
+             same_key ? "hosts" : "cluster key");
+    d->next_has_key = has_key;
+    if (has_key) d->next_key = key;
+    if (d->metrics) metrics_close(d->metrics, NULL, NULL);
+    d->metrics = NULL;
+    d->next = n;
+    d->next_me = me;
+    d->reforming = 1;
+    ring_close(d->ring, RINGD_ERING, "the ring is re-formed after a configuration reload",
+               on_reform_ring_closed, d);
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    reload(h->data);
 }
 
 static int parse_level(const char *s, log_level_e *out)
@@ -161,8 +465,8 @@ int main(int argc, char **argv)
     }
     /* The key is checked here, before anything starts: a daemon that cannot
      * authenticate must not join the ring unauthenticated. */
-    static auth_key key;
-    if (d.config.secret_file && auth_load_key(d.config.secret_file, &key, err, sizeof err) < 0) {
+    d.has_key = d.config.secret_file != NULL;
+    if (d.has_key && auth_load_key(d.config.secret_file, &d.key, err, sizeof err) < 0) {
         fprintf(stderr, "ringd: %s: %s\n", config_path, err);
         cfg_free(&d.config);
         return EXIT_USAGE;
@@ -174,39 +478,43 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!level_arg) level = (log_level_e)d.config.log_level;
+    d.level_from_cli = level_arg != NULL;
+    d.config_path = config_path;
+    d.host_name = host;
+    d.me = me;
     log_init(d.config.hosts[me].name, level);
     signal(SIGPIPE, SIG_IGN);
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
 
     d.loop = uv_default_loop();
-    int rc = ring_new(&d.ring, d.loop, &d.config, me);
-    if (rc == 0 && d.config.secret_file) ring_set_key(d.ring, &key);
-    if (rc == 0) rc = local_new(&d.local, d.loop, &d.config, me, d.ring);
-    if (rc < 0) {
-        fprintf(stderr, "ringd: cannot start: %s\n", ringd_strerror(rc));
-        return 1;
-    }
     uv_signal_init(d.loop, &d.sigterm);
     uv_signal_init(d.loop, &d.sigint);
-    d.sigterm.data = d.sigint.data = &d;
+    uv_signal_init(d.loop, &d.sighup);
+    uv_timer_init(d.loop, &d.second);
+    d.sigterm.data = d.sigint.data = d.sighup.data = d.second.data = &d;
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     uv_signal_start(&d.sigint, on_signal, SIGINT);
+    uv_signal_start(&d.sighup, on_sighup, SIGHUP);
+    notify_init(d.loop);
 
-    int status = 0;
-    if (local_start(d.local, err, sizeof err) < 0 || ring_start(d.ring, err, sizeof err) < 0) {
+    if (start_engine(&d, err, sizeof err) < 0) {
         log_error("%s", err);
-        status = 1;
-        stop(&d, "start-up failed");
+        d.status = 1;
+        if (d.ring) {
+            stop(&d, "start-up failed");
+        } else {
+            on_local_closed(&d);
+        }
     } else {
-        const cfg_host *h = &d.config.hosts[me];
-        log_info("ringd %d.%d.%d: host %s (%d of %zu) in cluster %s, %d local client(s), %d "
-                 "rank(s) in all",
-                 RINGD_VERSION_MAJOR, RINGD_VERSION_MINOR, RINGD_VERSION_PATCH, h->name, me + 1,
-                 d.config.n_hosts, d.config.cluster, h->local_clients, cfg_total_ranks(&d.config));
+        rates_add(&d.rates, uv_now(d.loop), 0, 0);
+        start_metrics(&d);
+        uv_timer_start(&d.second, on_second, 1000, 1000);
+        /* Both sockets listen now: clients and the left neighbour may come. */
+        notify_ready();
     }
     uv_run(d.loop, UV_RUN_DEFAULT);
     uv_loop_close(d.loop);
     cfg_free(&d.config);
-    if (status == 0) log_info("stopped");
-    return status;
+    if (d.status == 0) log_info("stopped");
+    return d.status;
 }

@@ -85,6 +85,8 @@ typedef struct {
     uint64_t *recv_off;   /* per step: the next byte offset expected */
     int status;
     char message[RING_MAX_MESSAGE];
+    uint64_t start_ns, wait_ns; /* uv_hrtime() at start; its first DATA frame's wait */
+    int got_data;
 } active;
 
 typedef struct {
@@ -119,6 +121,40 @@ struct ring {
 
 static void advance(ring *r);
 static void on_tick(uv_timer_t *t);
+
+const double ring_latency_bounds[RING_LATENCY_BUCKETS] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+/* Counts an ended collective for the metrics; a is NULL for one that ended
+ * before it started here (no latency, no wait). */
+static void count_outcome(ring *r, const ring_job *j, int status, const active *a)
+{
+    ring_stats *s = &r->stats;
+    int o = status == 0                 ? RING_OK
+            : status == RINGD_ETIMEDOUT ? RING_TIMEOUT
+            : status == RINGD_EMISMATCH ? RING_MISMATCH
+                                        : RING_ERROR;
+    s->by_kind[(unsigned)j->kind < RING_KINDS ? j->kind : 0][o]++;
+    if (!a) return;
+    uint64_t ns = uv_hrtime() - a->start_ns;
+    double sec = (double)ns / 1e9;
+    int b = 0;
+    while (b < RING_LATENCY_BUCKETS && sec > ring_latency_bounds[b])
+        b++;
+    s->latency[b]++;
+    s->latency_sum_s += sec;
+    if (a->got_data) {
+        s->waits++;
+        s->wait_sum_s += (double)a->wait_ns / 1e9;
+    }
+    ring_recent *rc = &s->recent[s->n_recent++ % RING_RECENT];
+    *rc = (ring_recent){.seq = j->seq,
+                        .kind = (uint8_t)j->kind,
+                        .has_wait = (uint8_t)a->got_data,
+                        .status = status,
+                        .wait_us = a->wait_ns / 1000,
+                        .latency_us = ns / 1000};
+}
 
 /* ---- schedule and geometry ---- */
 
@@ -409,6 +445,7 @@ static void start(ring *r)
     a->recv_off = recv_off;
     a->job = j;
     a->epoch = r->epoch;
+    a->start_ns = uv_hrtime();
     j->seq = r->stats.seq++;
     a->esize = ringd_dtype_size(j->dtype);
 
@@ -505,6 +542,7 @@ static void complete(ring *r)
     int status = a->status;
     char message[RING_MAX_MESSAGE];
     snprintf(message, sizeof message, "%s", a->message);
+    count_outcome(r, j, status, a);
     a->job = NULL;
     r->first = (r->first + 1) % MAX_ACTIVE;
     r->n_act--;
@@ -540,6 +578,7 @@ static void drain_queue(ring *r, int status, const char *message)
     while (j) {
         ring_job *next = j->next;
         r->stats.failed++;
+        count_outcome(r, j, status, NULL);
         j->done(j, status, message);
         j = next;
     }
@@ -637,6 +676,7 @@ static void on_tick(uv_timer_t *t)
         r->next_start = j->next;
         pop(r, j);
         r->stats.failed++;
+        count_outcome(r, j, RINGD_ETIMEDOUT, NULL);
         snprintf(r->stats.last_error, sizeof r->stats.last_error, "%s", msg);
         j->done(j, RINGD_ETIMEDOUT, msg);
     }
@@ -770,6 +810,11 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
     ring_job *j = a->job;
     /* Frames of one that failed here are late, not wrong. */
     if (a->status != 0) return LINK_RECV_SKIP;
+    /* How long this host waited for its left neighbour: stragglers. */
+    if (!a->got_data) {
+        a->got_data = 1;
+        a->wait_ns = uv_hrtime() - a->start_ns;
+    }
 
     if (d->kind != j->kind || d->count != j->count || d->dtype != j->dtype || d->op != j->op ||
         (j->kind == RINGD_COLL_BROADCAST && d->root != (uint32_t)j->root)) {

@@ -56,10 +56,40 @@ struct ring_job {
     uint64_t seq;
 };
 
+/* How a collective ended, for the counters by kind and outcome. */
+typedef enum { RING_OK = 0, RING_TIMEOUT, RING_MISMATCH, RING_ERROR, RING_OUTCOMES } ring_outcome;
+
+#define RING_KINDS 6            /* by_kind is indexed by ringd_coll (1..5) */
+#define RING_LATENCY_BUCKETS 16 /* finite bounds of the latency histogram */
+#define RING_RECENT 8           /* collectives remembered for stragglers */
+
+/* Upper bounds, in seconds, of the latency histogram's buckets. */
+extern const double ring_latency_bounds[RING_LATENCY_BUCKETS];
+
+/* One recent collective as this host saw it. wait_us: from its start here to
+ * the first DATA frame of it from the left neighbour (about 0 when that data
+ * was already waiting, i.e. this host came after its left neighbour);
+ * has_wait is 0 when this host received nothing for it. */
+typedef struct {
+    uint64_t seq;
+    uint8_t kind; /* ringd_coll */
+    uint8_t has_wait;
+    int32_t status;
+    uint64_t wait_us, latency_us;
+} ring_recent;
+
 typedef struct {
     uint64_t done, failed;
     uint64_t seq; /* sequence number of the next collective */
     char last_error[RING_MAX_MESSAGE];
+    /* Added for metrics and status: */
+    uint64_t by_kind[RING_KINDS][RING_OUTCOMES];
+    uint64_t latency[RING_LATENCY_BUCKETS + 1]; /* per bucket (not cumulative); last: +Inf */
+    double latency_sum_s;                       /* collectives started here, start to end */
+    uint64_t waits;                             /* collectives with a measured wait */
+    double wait_sum_s;                          /* their waits for the left neighbour */
+    ring_recent recent[RING_RECENT];            /* ring buffer, the latest at (n_recent-1) % */
+    uint64_t n_recent;                          /* collectives recorded in it so far */
 } ring_stats;
 
 /* Creates the engine of host `me` and its links (not started). */

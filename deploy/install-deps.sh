@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
     gcc make cmake pkg-config       # toolchain
     libuv1-dev libyaml-dev libssl-dev # the daemon's libraries (libcrypto: HMAC)
+    libsystemd-dev                  # sd_notify for the systemd unit
     libcriterion-dev                # tests (the build compiles them too)
 )
 if [ "${1:-}" != "--build" ]; then
@@ -14,6 +15,7 @@ if [ "${1:-}" != "--build" ]; then
         python3 python3-numpy           # the Python client (Debian's python3)
         python3-torch python3-pytest    # its PyTorch helpers and tests
         iproute2 iperf3                 # the network-namespace testbed and benchmark
+        systemd man-db                  # systemd-analyze verify of the unit (and its man pages)
     )
 fi
 

@@ -14,7 +14,7 @@ _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fram
 
 /* The largest body, STATUS, must fit MSG_MAX_BODY or a daemon could build a
  * reply its own clients refuse. */
-#define STATUS_MAX_BODY (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT)
+#define STATUS_MAX_BODY (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 + 30 * MSG_MAX_RECENT)
 _Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
 _Static_assert(8 + 2 + MSG_MAX_TEXT <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
 
@@ -320,6 +320,21 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
     wr_str(&w, m->left, MSG_MAX_NAME);
     wr_str(&w, m->right, MSG_MAX_NAME);
     wr_str(&w, m->last_error, MSG_MAX_TEXT);
+    wr_u64(&w, m->rate_in);
+    wr_u64(&w, m->rate_out);
+    wr_u64(&w, m->waits);
+    wr_u64(&w, m->wait_sum_us);
+    uint8_t n = m->n_recent < MSG_MAX_RECENT ? m->n_recent : MSG_MAX_RECENT;
+    wr_u8(&w, n);
+    for (uint8_t i = 0; i < n; i++) {
+        const msg_recent *e = &m->recent[i];
+        wr_u64(&w, e->seq);
+        wr_u8(&w, e->kind);
+        wr_u8(&w, e->has_wait);
+        wr_i32(&w, e->status);
+        wr_u64(&w, e->wait_us);
+        wr_u64(&w, e->latency_us);
+    }
     return finish(&w, MSG_STATUS);
 }
 
@@ -347,5 +362,23 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
     rd_str(&r, out->left, MSG_MAX_NAME);
     rd_str(&r, out->right, MSG_MAX_NAME);
     rd_str(&r, out->last_error, MSG_MAX_TEXT);
+    out->rate_in = rd_u64(&r);
+    out->rate_out = rd_u64(&r);
+    out->waits = rd_u64(&r);
+    out->wait_sum_us = rd_u64(&r);
+    out->n_recent = rd_u8(&r);
+    if (out->n_recent > MSG_MAX_RECENT) {
+        out->n_recent = 0;
+        r.bad = 1;
+    }
+    for (uint8_t i = 0; i < out->n_recent; i++) {
+        msg_recent *e = &out->recent[i];
+        e->seq = rd_u64(&r);
+        e->kind = rd_u8(&r);
+        e->has_wait = rd_u8(&r);
+        e->status = rd_i32(&r);
+        e->wait_us = rd_u64(&r);
+        e->latency_us = rd_u64(&r);
+    }
     return done(&r);
 }

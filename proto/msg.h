@@ -120,6 +120,18 @@ typedef enum {
     MSG_LINK_SELF = 3,       /* a ring of one host: no link */
 } msg_link_state;
 
+/* A recent collective as this host saw it, for stragglers: wait_us is how
+ * long it waited here for the left neighbour's first data (about 0: that
+ * data was already waiting, this host came after its left neighbour). */
+#define MSG_MAX_RECENT 8
+typedef struct {
+    uint64_t seq;
+    uint8_t kind;     /* msg_coll_kind */
+    uint8_t has_wait; /* 0: no data came from the left (e.g. a broadcast's root) */
+    int32_t status;   /* 0 or RINGD_E* */
+    uint64_t wait_us, latency_us;
+} msg_recent;
+
 typedef struct {
     uint64_t id;
     char cluster[MSG_MAX_NAME + 1];
@@ -136,6 +148,11 @@ typedef struct {
     uint64_t uptime_ms;
     uint64_t reconnects;
     char last_error[MSG_MAX_TEXT + 1]; /* last collective failure, "" if none */
+    /* Added after last_error: */
+    uint64_t rate_in, rate_out;        /* ring payload bytes/s over the last few seconds */
+    uint64_t waits, wait_sum_us;       /* collectives that waited for the left neighbour, total */
+    uint8_t n_recent;                  /* 0..MSG_MAX_RECENT entries of recent, oldest first */
+    msg_recent recent[MSG_MAX_RECENT];
 } msg_status;
 
 /* Decoder and encoder errors; same values and meaning as frame_err. */

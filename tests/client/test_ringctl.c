@@ -129,6 +129,7 @@ Test(ringctl, status_describes_the_ring_in_words_as_an_observer)
                           "right c: up\n"
                           "clients 1/1, collectives 12 done, 0 failed\n"
                           "bytes in 123.4 MiB, out 123.4 MiB, uptime 1m 3s, reconnects 0\n"
+                          "rates in 0 B/s, out 0 B/s\n"
                           "last error: -\n");
     cr_assert_eq(fake_join(&F), 0);
     cr_assert_str_empty(F.problem, "%s", F.problem);
@@ -164,7 +165,8 @@ Test(ringctl, status_json_has_every_field_with_strings_escaped)
                      "\"epoch\":1,\"clients\":1,\"local_size\":1,\"collectives_done\":12,"
                      "\"collectives_failed\":0,\"bytes_in\":129394278,\"bytes_out\":129394278,"
                      "\"uptime_ms\":63000,\"reconnects\":0,"
-                     "\"last_error\":\"say \\\"hi\\\"\\\\\\n\\t\\u0001 caf\xc3\xa9 \\ufffd!\"}\n");
+                     "\"last_error\":\"say \\\"hi\\\"\\\\\\n\\t\\u0001 caf\xc3\xa9 \\ufffd!\","
+                     "\"rate_in\":0,\"rate_out\":0,\"waits\":0,\"wait_sum_us\":0,\"recent\":[]}\n");
 }
 
 Test(ringctl, status_without_a_daemon_fails_with_status_1_naming_the_socket)
@@ -464,4 +466,36 @@ Test(ringctl, help_lists_every_collective_and_each_documents_its_own_flags)
                 cr_assert_null(strstr(out, all[a]), "%s --help shows %s", cases[c].command, all[a]);
         }
     }
+}
+
+Test(ringctl, status_shows_rates_and_which_collectives_waited_for_the_left_neighbour)
+{
+    demo_status();
+    F.status.rate_in = 3 << 20;
+    F.status.rate_out = 2048;
+    F.status.waits = 2;
+    F.status.wait_sum_us = 250000;
+    F.status.n_recent = 2;
+    F.status.recent[0] = (msg_recent){.seq = 11,
+                                      .kind = MSG_COLL_ALLREDUCE,
+                                      .has_wait = 1,
+                                      .wait_us = 250000,
+                                      .latency_us = 300000};
+    F.status.recent[1] = (msg_recent){
+        .seq = 12, .kind = MSG_COLL_BARRIER, .has_wait = 1, .wait_us = 5, .latency_us = 1500};
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "rates in 3.0 MiB/s, out 2.0 KiB/s\n"), "%s", out);
+    cr_assert_not_null(
+        strstr(out, "waited for left neighbour: 125.000 ms on average over 2 collectives\n"), "%s",
+        out);
+    cr_assert_not_null(strstr(out, "#11 allreduce      ok      took   300.000 ms, waited 250.000 "
+                                   "ms for its left neighbour\n"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "#12 barrier        ok      took     1.500 ms, no wait: the "
+                                   "left neighbour's data was here, this host came after it\n"),
+                       "%s", out);
+    cr_assert_eq(ringctl("--socket", F.path, "status", "--json", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "\"recent\":[{\"seq\":11,\"kind\":\"allreduce\",\"status\":0,"
+                                   "\"latency_us\":300000,\"wait_us\":250000},"),
+                       "%s", out);
 }

@@ -294,6 +294,28 @@ Test(config, rejects_an_unknown_log_level) {
                     "5:12: log_level: expected one of debug, info, warn, error, got \"verbose\"");
 }
 
+/* ---- Metrics ---------------------------------------------------------- */
+
+Test(config, metrics_is_off_unless_given_an_ip_and_port_to_listen_on) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_null(c.metrics);
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "metrics: 127.0.0.1:9711\n");
+    cr_assert_str_eq(c.metrics, "127.0.0.1:9711");
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "metrics: \"[::1]:9711\"\n");
+    cr_assert_str_eq(c.metrics, "[::1]:9711");
+    cfg_free(&c);
+}
+
+Test(config, rejects_metrics_on_a_host_name_or_without_a_port) {
+    expect_rejected(MINIMAL "metrics: localhost:9711\n",
+                    "5:10: metrics: expected IP:PORT to listen on (127.0.0.1:9711), got "
+                    "\"localhost:9711\"");
+    expect_rejected(MINIMAL "metrics: 127.0.0.1\n",
+                    "5:10: metrics: expected HOST:PORT, got \"127.0.0.1\"");
+}
+
 /* ---- Addresses -------------------------------------------------------- */
 
 Test(config, accepts_an_ipv6_address_in_brackets) {

@@ -185,6 +185,18 @@ static any_msg sample(int type)
         m.status.uptime_ms = 0x4142434445464748u;
         m.status.reconnects = UINT64_MAX;
         fill(m.status.last_error, MSG_MAX_TEXT, 'x');
+        m.status.rate_in = 0x5152535455565758u;
+        m.status.rate_out = 7;
+        m.status.waits = 8;
+        m.status.wait_sum_us = 9;
+        m.status.n_recent = MSG_MAX_RECENT;
+        for (int i = 0; i < MSG_MAX_RECENT; i++)
+            m.status.recent[i] = (msg_recent){.seq = 100u + (unsigned)i,
+                                              .kind = MSG_COLL_ALLREDUCE,
+                                              .has_wait = (uint8_t)(i & 1),
+                                              .status = -i,
+                                              .wait_us = 1000u * (unsigned)i,
+                                              .latency_us = UINT64_MAX - (unsigned)i};
         break;
     }
     return m;
@@ -305,8 +317,9 @@ Test(msg, status_round_trips_every_field)
     any_msg in = sample(MSG_STATUS), out;
     const msg_status *a = &in.status, *b = &out.status;
 
-    cr_assert_eq(round_trip(MSG_STATUS, &in, &out),
-                 MSG_HEADER_SIZE + 80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT);
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out), MSG_HEADER_SIZE + 80 + 4 * (2 + MSG_MAX_NAME) +
+                                                        2 + MSG_MAX_TEXT + 33 +
+                                                        30 * MSG_MAX_RECENT);
     cr_assert_eq(b->id, a->id);
     cr_assert_str_eq(b->cluster, a->cluster);
     cr_assert_str_eq(b->host, a->host);
@@ -326,6 +339,32 @@ Test(msg, status_round_trips_every_field)
     cr_assert_eq(b->uptime_ms, a->uptime_ms);
     cr_assert_eq(b->reconnects, a->reconnects);
     cr_assert_str_eq(b->last_error, a->last_error);
+    cr_assert_eq(b->rate_in, a->rate_in);
+    cr_assert_eq(b->rate_out, a->rate_out);
+    cr_assert_eq(b->waits, a->waits);
+    cr_assert_eq(b->wait_sum_us, a->wait_sum_us);
+    cr_assert_eq(b->n_recent, a->n_recent);
+    for (int i = 0; i < MSG_MAX_RECENT; i++) {
+        cr_assert_eq(b->recent[i].seq, a->recent[i].seq);
+        cr_assert_eq(b->recent[i].kind, a->recent[i].kind);
+        cr_assert_eq(b->recent[i].has_wait, a->recent[i].has_wait);
+        cr_assert_eq(b->recent[i].status, a->recent[i].status);
+        cr_assert_eq(b->recent[i].wait_us, a->recent[i].wait_us);
+        cr_assert_eq(b->recent[i].latency_us, a->recent[i].latency_us);
+    }
+}
+
+Test(msg, status_rejects_more_recent_collectives_than_it_can_hold)
+{
+    any_msg in = sample(MSG_STATUS), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
+    cr_assert_gt(n, 0);
+    /* n_recent is the byte before the 8 entries of 30 bytes that end the body. */
+    buf[n - 30 * MSG_MAX_RECENT - 1] = MSG_MAX_RECENT + 1;
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(msg_decode_status(&h, buf + MSG_HEADER_SIZE, &out.status), MSG_EMALFORMED);
 }
 
 Test(msg, empty_strings_round_trip)
@@ -333,7 +372,7 @@ Test(msg, empty_strings_round_trip)
     any_msg in, out;
 
     memset(&in, 0, sizeof in);
-    cr_assert_eq(round_trip(MSG_STATUS, &in, &out), MSG_HEADER_SIZE + 80 + 5 * 2);
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out), MSG_HEADER_SIZE + 80 + 5 * 2 + 33);
     cr_assert_str_eq(out.status.cluster, "");
     cr_assert_str_eq(out.status.last_error, "");
 }

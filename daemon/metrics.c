@@ -1,0 +1,411 @@
+/*
+ * metrics.c - GET /metrics over HTTP/1.0, Prometheus text format 0.0.4.
+ *
+ * Each connection reads one request of at most MAX_REQUEST bytes within
+ * REQUEST_TIMEOUT_MS, gets one response and is closed: 200 with the metrics
+ * for GET /metrics, 404 for another path, 405 for another method, 400 for
+ * garbage or an over-long request. At most MAX_CONNS connections at once;
+ * more are accepted and closed at once, so a scraper storm cannot pile up.
+ */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ringd.h"
+
+#define MAX_REQUEST 4096
+#define MAX_CONNS 16
+#define REQUEST_TIMEOUT_MS 5000
+#define MAX_BODY (64 * 1024)
+
+typedef struct conn conn;
+
+struct metrics {
+    uv_loop_t *loop;
+    uv_tcp_t server;
+    metrics_collect_cb collect;
+    void *data;
+    conn *conns;
+    int n_conns;
+    int closing, open_handles;
+    void (*done)(void *);
+    void *done_data;
+};
+
+typedef enum { CONN_READING, CONN_WRITING, CONN_CLOSING } conn_state;
+
+struct conn {
+    metrics *m;
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_write_t write;
+    conn_state state;
+    int handles;
+    char req[MAX_REQUEST];
+    size_t req_len;
+    char *resp;
+    conn *next;
+};
+
+/* ---- rendering ---- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int overflow;
+} out_buf;
+
+__attribute__((format(printf, 2, 3))) static void put(out_buf *o, const char *fmt, ...)
+{
+    if (o->overflow) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= o->cap - o->len)
+        o->overflow = 1;
+    else
+        o->len += (size_t)n;
+}
+
+static void head(out_buf *o, const char *name, const char *type, const char *help)
+{
+    put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Names are [A-Za-z0-9._-] by the config's rules; escape anyway. */
+static const char *label(const char *s, char *buf, size_t cap)
+{
+    size_t j = 0;
+    for (; s && *s && j + 3 < cap; s++) {
+        if (*s == '"' || *s == '\\') buf[j++] = '\\';
+        if (*s == '\n') {
+            buf[j++] = '\\';
+            buf[j++] = 'n';
+            continue;
+        }
+        buf[j++] = *s;
+    }
+    buf[j] = '\0';
+    return buf;
+}
+
+static const char *const outcome_names[RING_OUTCOMES] = {"ok", "timeout", "mismatch", "error"};
+
+int metrics_render(const metrics_snapshot *s, char *buf, size_t cap)
+{
+    out_buf o = {buf, 0, cap, 0};
+    char c[2 * 64 + 8], h[2 * 64 + 8], l[2 * 64 + 8], r[2 * 64 + 8];
+    label(s->cluster, c, sizeof c);
+    label(s->host, h, sizeof h);
+    label(s->left, l, sizeof l);
+    label(s->right, r, sizeof r);
+
+    head(&o, "ringd_info", "gauge", "This daemon: cluster, host and version; always 1.");
+    put(&o, "ringd_info{cluster=\"%s\",host=\"%s\",version=\"%d.%d.%d\"} 1\n", c, h,
+        RINGD_VERSION_MAJOR, RINGD_VERSION_MINOR, RINGD_VERSION_PATCH);
+    head(&o, "ringd_uptime_seconds", "gauge", "Seconds since the ring engine started.");
+    put(&o, "ringd_uptime_seconds %.3f\n", (double)s->uptime_ms / 1000);
+    head(&o, "ringd_epoch", "gauge", "Ring epoch: a new one whenever a link breaks or forms.");
+    put(&o, "ringd_epoch %u\n", (unsigned)s->epoch);
+    head(&o, "ringd_ring_ready", "gauge",
+         "1 if the ring is whole under the current epoch and collectives run.");
+    put(&o, "ringd_ring_ready %d\n", s->ready);
+    head(&o, "ringd_clients", "gauge", "Local ranks connected.");
+    put(&o, "ringd_clients %d\n", s->clients);
+    head(&o, "ringd_clients_configured", "gauge", "local_clients configured for this host.");
+    put(&o, "ringd_clients_configured %d\n", s->local_size);
+
+    head(&o, "ringd_link_up", "gauge", "1 if the ring link to the neighbour is up.");
+    put(&o, "ringd_link_up{link=\"left\",peer=\"%s\"} %d\n", l, s->left_up);
+    put(&o, "ringd_link_up{link=\"right\",peer=\"%s\"} %d\n", r, s->right_up);
+    head(&o, "ringd_link_bytes_total", "counter",
+         "Collective payload bytes: received on the left link, sent on the right one.");
+    put(&o, "ringd_link_bytes_total{link=\"left\",peer=\"%s\",direction=\"in\"} %llu\n", l,
+        (unsigned long long)s->links.bytes_in);
+    put(&o, "ringd_link_bytes_total{link=\"right\",peer=\"%s\",direction=\"out\"} %llu\n", r,
+        (unsigned long long)s->links.bytes_out);
+    head(&o, "ringd_link_breaks_total", "counter", "Ring links lost, either side.");
+    put(&o, "ringd_link_breaks_total %llu\n", (unsigned long long)s->links.breaks);
+    head(&o, "ringd_auth_failures_total", "counter",
+         "Peers refused for a wrong or missing cluster key.");
+    put(&o, "ringd_auth_failures_total %llu\n", (unsigned long long)s->links.auth_failures);
+    head(&o, "ringd_checksum_errors_total", "counter",
+         "DATA payloads received with a bad CRC32C.");
+    put(&o, "ringd_checksum_errors_total %llu\n", (unsigned long long)s->links.checksum_errors);
+    head(&o, "ringd_link_reconnects_total", "counter",
+         "Times the right link was re-established after being up.");
+    put(&o, "ringd_link_reconnects_total{link=\"right\",peer=\"%s\"} %llu\n", r,
+        (unsigned long long)s->links.reconnects);
+
+    head(&o, "ringd_collectives_total", "counter", "Collectives ended, by kind and outcome.");
+    for (int k = RINGD_COLL_ALLREDUCE; k <= RINGD_COLL_BARRIER && k < RING_KINDS; k++)
+        for (int oc = 0; oc < RING_OUTCOMES; oc++)
+            put(&o, "ringd_collectives_total{kind=\"%s\",outcome=\"%s\"} %llu\n", ring_coll_name(k),
+                outcome_names[oc], (unsigned long long)s->ring.by_kind[k][oc]);
+
+    head(&o, "ringd_collective_duration_seconds", "histogram",
+         "Time of a collective on this host, from its start here to its end.");
+    uint64_t cum = 0;
+    for (int b = 0; b < RING_LATENCY_BUCKETS; b++) {
+        cum += s->ring.latency[b];
+        put(&o, "ringd_collective_duration_seconds_bucket{le=\"%g\"} %llu\n",
+            ring_latency_bounds[b], (unsigned long long)cum);
+    }
+    cum += s->ring.latency[RING_LATENCY_BUCKETS];
+    put(&o, "ringd_collective_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+        (unsigned long long)cum);
+    put(&o, "ringd_collective_duration_seconds_sum %.6f\n", s->ring.latency_sum_s);
+    put(&o, "ringd_collective_duration_seconds_count %llu\n", (unsigned long long)cum);
+
+    head(&o, "ringd_straggler_wait_seconds_total", "counter",
+         "Time collectives waited on this host for the left neighbour's first data.");
+    put(&o, "ringd_straggler_wait_seconds_total{peer=\"%s\"} %.6f\n", l, s->ring.wait_sum_s);
+    head(&o, "ringd_straggler_waits_total", "counter",
+         "Collectives whose wait for the left neighbour was measured.");
+    put(&o, "ringd_straggler_waits_total{peer=\"%s\"} %llu\n", l,
+        (unsigned long long)s->ring.waits);
+    return o.overflow ? -1 : (int)o.len;
+}
+
+/* ---- connections ---- */
+
+static void maybe_done(metrics *m)
+{
+    if (!m->closing || m->open_handles > 0 || m->conns) return;
+    void (*done)(void *) = m->done;
+    void *data = m->done_data;
+    free(m);
+    if (done) done(data);
+}
+
+static void on_conn_handle_closed(uv_handle_t *hd)
+{
+    conn *c = hd->data;
+    if (--c->handles > 0) return;
+    metrics *m = c->m;
+    for (conn **p = &m->conns; *p; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    }
+    m->n_conns--;
+    free(c->resp);
+    free(c);
+    maybe_done(m);
+}
+
+static void conn_close(conn *c)
+{
+    if (c->state == CONN_CLOSING) return;
+    c->state = CONN_CLOSING;
+    uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
+}
+
+static void on_write_done(uv_write_t *w, int status)
+{
+    (void)status;
+    conn_close(w->data);
+}
+
+static void respond(conn *c, const char *status_line, const char *type, const char *body,
+                    size_t body_len)
+{
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->state = CONN_WRITING;
+    char hdr[256];
+    int n = snprintf(hdr, sizeof hdr,
+                     "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     status_line, type, body_len);
+    c->resp = malloc((size_t)n + body_len);
+    if (!c->resp) {
+        conn_close(c);
+        return;
+    }
+    memcpy(c->resp, hdr, (size_t)n);
+    memcpy(c->resp + n, body, body_len);
+    uv_buf_t b = uv_buf_init(c->resp, (unsigned)((size_t)n + body_len));
+    c->write.data = c;
+    if (uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_write_done) < 0) conn_close(c);
+}
+
+static void respond_text(conn *c, const char *status_line, const char *text)
+{
+    respond(c, status_line, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+static void serve_metrics(conn *c)
+{
+    metrics_snapshot s;
+    memset(&s, 0, sizeof s);
+    c->m->collect(c->m->data, &s);
+    char *body = malloc(MAX_BODY);
+    int n = body ? metrics_render(&s, body, MAX_BODY) : -1;
+    if (n < 0)
+        respond_text(c, "500 Internal Server Error", "cannot render the metrics\n");
+    else
+        respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, (size_t)n);
+    free(body);
+}
+
+/* A complete request head is in c->req: answer it. */
+static void process_request(conn *c)
+{
+    char *eol = memchr(c->req, '\n', c->req_len);
+    size_t len = (size_t)(eol - c->req);
+    if (len > 0 && c->req[len - 1] == '\r') len--;
+    c->req[len] = '\0';
+    char *sp = strchr(c->req, ' ');
+    if (!sp) {
+        respond_text(c, "400 Bad Request", "bad request line\n");
+        return;
+    }
+    *sp = '\0';
+    char *path = sp + 1, *end = strchr(path, ' ');
+    if (end) *end = '\0';
+    char *query = strchr(path, '?');
+    if (query) *query = '\0';
+    if (strcmp(c->req, "GET") != 0)
+        respond_text(c, "405 Method Not Allowed", "only GET /metrics\n");
+    else if (strcmp(path, "/metrics") != 0)
+        respond_text(c, "404 Not Found", "not found: try /metrics\n");
+    else
+        serve_metrics(c);
+}
+
+static void on_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
+{
+    conn *c = hd->data;
+    (void)suggested;
+    *buf = uv_buf_init(c->req + c->req_len, (unsigned)(sizeof c->req - 1 - c->req_len));
+}
+
+/* The request head ends with an empty line. */
+static int head_complete(const conn *c)
+{
+    for (size_t i = 0; i + 1 < c->req_len; i++) {
+        if (c->req[i] == '\n' && c->req[i + 1] == '\n') return 1;
+        if (i + 3 < c->req_len && memcmp(c->req + i, "\r\n\r\n", 4) == 0) return 1;
+    }
+    return 0;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    conn *c = st->data;
+    (void)buf;
+    if (c->state != CONN_READING) return;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    c->req_len += (size_t)nread;
+    if (head_complete(c))
+        process_request(c);
+    else if (c->req_len >= sizeof c->req - 1)
+        respond_text(c, "400 Bad Request", "request too large\n");
+}
+
+static void on_request_timeout(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    metrics *m = server->data;
+    if (status < 0 || m->closing) return;
+    conn *c = calloc(1, sizeof *c);
+    if (!c) return;
+    c->m = m;
+    uv_tcp_init(m->loop, &c->tcp);
+    uv_timer_init(m->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->handles = 2;
+    c->next = m->conns;
+    m->conns = c;
+    m->n_conns++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || m->n_conns > MAX_CONNS) {
+        conn_close(c);
+        return;
+    }
+    uv_timer_start(&c->timer, on_request_timeout, REQUEST_TIMEOUT_MS, 0);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) conn_close(c);
+}
+
+/* ---- lifecycle ---- */
+
+static int parse_listen(const char *address, struct sockaddr_storage *sa)
+{
+    char node[128];
+    const char *colon;
+    if (address[0] == '[') {
+        const char *close = strchr(address, ']');
+        if (!close || close[1] != ':' || (size_t)(close - address - 1) >= sizeof node) return -1;
+        memcpy(node, address + 1, (size_t)(close - address - 1));
+        node[close - address - 1] = '\0';
+        colon = close + 1;
+    } else {
+        colon = strrchr(address, ':');
+        if (!colon || (size_t)(colon - address) >= sizeof node) return -1;
+        memcpy(node, address, (size_t)(colon - address));
+        node[colon - address] = '\0';
+    }
+    int port = atoi(colon + 1);
+    if (port < 1 || port > 65535) return -1;
+    if (uv_ip4_addr(node, port, (struct sockaddr_in *)sa) == 0) return 0;
+    if (uv_ip6_addr(node, port, (struct sockaddr_in6 *)sa) == 0) return 0;
+    return -1;
+}
+
+static void on_server_closed(uv_handle_t *hd)
+{
+    metrics *m = hd->data;
+    m->open_handles--;
+    maybe_done(m);
+}
+
+int metrics_new(metrics **out, uv_loop_t *loop, const char *address, metrics_collect_cb collect,
+                void *data, char *err, size_t errlen)
+{
+    struct sockaddr_storage sa;
+    if (parse_listen(address, &sa) < 0) {
+        snprintf(err, errlen, "metrics: expected IP:PORT to listen on, got \"%s\"", address);
+        return RINGD_EINVAL;
+    }
+    metrics *m = calloc(1, sizeof *m);
+    if (!m) return RINGD_ENOMEM;
+    m->loop = loop;
+    m->collect = collect;
+    m->data = data;
+    uv_tcp_init(loop, &m->server);
+    m->server.data = m;
+    m->open_handles = 1;
+    int rc = uv_tcp_bind(&m->server, (const struct sockaddr *)&sa, 0);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&m->server, 64, on_connection);
+    if (rc < 0) {
+        snprintf(err, errlen, "metrics: cannot listen on %s: %s", address, uv_strerror(rc));
+        m->closing = 1;
+        uv_close((uv_handle_t *)&m->server, on_server_closed);
+        return RINGD_EIO;
+    }
+    *out = m;
+    return 0;
+}
+
+void metrics_close(metrics *m, void (*done)(void *), void *data)
+{
+    m->closing = 1;
+    m->done = done;
+    m->done_data = data;
+    for (conn *c = m->conns; c; c = c->next)
+        conn_close(c);
+    uv_close((uv_handle_t *)&m->server, on_server_closed);
+}

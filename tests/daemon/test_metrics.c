@@ -1,0 +1,63 @@
+/*
+ * test_metrics.c - the Prometheus text of a snapshot (the HTTP side is
+ * tested end to end in tests/service).
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "daemon/metrics.h"
+
+static metrics_snapshot sample(void)
+{
+    metrics_snapshot s;
+    memset(&s, 0, sizeof s);
+    s.cluster = "c";
+    s.host = "a";
+    s.left = "z";
+    s.right = "b";
+    s.ring.by_kind[RINGD_COLL_ALLREDUCE][RING_OK] = 7;
+    s.ring.by_kind[RINGD_COLL_BARRIER][RING_TIMEOUT] = 2;
+    s.ring.latency[0] = 3;                    /* <= 0.5 ms */
+    s.ring.latency[2] = 4;                    /* <= 2.5 ms */
+    s.ring.latency[RING_LATENCY_BUCKETS] = 2; /* over 60 s */
+    s.ring.latency_sum_s = 130.5;
+    s.links.bytes_in = 1234;
+    s.left_up = 1;
+    return s;
+}
+
+Test(metrics, render_counts_by_kind_and_outcome_and_labels_the_links)
+{
+    metrics_snapshot s = sample();
+    static char buf[65536];
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(
+        strstr(buf, "ringd_collectives_total{kind=\"allreduce\",outcome=\"ok\"} 7\n"));
+    cr_assert_not_null(
+        strstr(buf, "ringd_collectives_total{kind=\"barrier\",outcome=\"timeout\"} 2\n"));
+    cr_assert_not_null(
+        strstr(buf, "ringd_link_bytes_total{link=\"left\",peer=\"z\",direction=\"in\"} 1234\n"));
+    cr_assert_not_null(strstr(buf, "ringd_link_up{link=\"left\",peer=\"z\"} 1\n"));
+    cr_assert_not_null(strstr(buf, "# TYPE ringd_collectives_total counter\n"));
+}
+
+Test(metrics, the_latency_histogram_is_cumulative_up_to_inf)
+{
+    metrics_snapshot s = sample();
+    static char buf[65536];
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_bucket{le=\"0.0005\"} 3\n"));
+    cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_bucket{le=\"0.001\"} 3\n"));
+    cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_bucket{le=\"0.0025\"} 7\n"));
+    cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_bucket{le=\"60\"} 7\n"));
+    cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_bucket{le=\"+Inf\"} 9\n"));
+    cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_count 9\n"));
+    cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_sum 130.500000\n"));
+}
+
+Test(metrics, render_refuses_a_buffer_too_small)
+{
+    metrics_snapshot s = sample();
+    char buf[256];
+    cr_assert_eq(metrics_render(&s, buf, sizeof buf), -1);
+}

@@ -1,0 +1,395 @@
+"""ringd as a service: what systemd, an operator and Prometheus see.
+
+Every test starts real ringd daemons on 127.0.0.1 (free ports, a temporary
+directory), waits on conditions with a deadline, and stops what it started.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+BUILD = os.environ.get("RINGD_BINARY_DIR", "build")
+SOURCE = os.environ.get("RINGD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+RINGD = os.path.join(BUILD, "daemon", "ringd")
+RINGCTL = os.path.join(BUILD, "client", "ringctl")
+DEADLINE = 20.0
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def wait_for(what, cond, timeout=DEADLINE):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Ring:
+    """Configs for a ring of n hosts h0..h(n-1); daemons started on demand."""
+
+    def __init__(self, tmp, n, extra="", metrics=False):
+        self.tmp, self.n = tmp, n
+        self.ports = free_ports(2 * n)
+        self.names = ["h%d" % i for i in range(n)]
+        self.procs = {}
+        self.extra = extra
+        self.metrics = metrics
+        for i in range(n):
+            self.write(i)
+
+    def sock(self, i):
+        return os.path.join(self.tmp, self.names[i] + ".sock")
+
+    def conf(self, i):
+        return os.path.join(self.tmp, self.names[i] + ".yaml")
+
+    def log(self, i):
+        return os.path.join(self.tmp, self.names[i] + ".log")
+
+    def metrics_port(self, i):
+        return self.ports[self.n + i]
+
+    def text(self, i, n_hosts=None, extra=None):
+        lines = ["cluster: svc", "hosts:"]
+        for j in range(n_hosts or self.n):
+            lines += ["  - name: h%d" % j,
+                      "    address: 127.0.0.1:%d" % (self.ports[j] if j < self.n else free_ports(1)[0]),
+                      "    socket: %s" % os.path.join(self.tmp, "h%d.sock" % j)]
+        if self.metrics:
+            lines.append("metrics: 127.0.0.1:%d" % self.metrics_port(i))
+        lines.append(self.extra if extra is None else extra)
+        return "\n".join(lines) + "\n"
+
+    def write(self, i, **kw):
+        with open(self.conf(i), "w") as f:
+            f.write(self.text(i, **kw))
+
+    def start(self, i, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        log = open(self.log(i), "w")
+        self.procs[i] = subprocess.Popen([RINGD, "--config", self.conf(i), "--host", self.names[i]],
+                                         stderr=log, env=e)
+        return self.procs[i]
+
+    def wait_socket(self, i):
+        wait_for(self.sock(i), lambda: os.path.exists(self.sock(i)))
+
+    def logtext(self, i):
+        with open(self.log(i)) as f:
+            return f.read()
+
+    def ringctl(self, i, *args, timeout=60):
+        return subprocess.run([RINGCTL, "--socket", self.sock(i)] + list(args),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def status(self, i):
+        r = self.ringctl(i, "status", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def stop(self):
+        for i, p in self.procs.items():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for i, p in self.procs.items():
+            try:
+                rc = p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                raise AssertionError("h%d did not stop on SIGTERM" % i)
+            assert rc == 0, "h%d exited with %d:\n%s" % (i, rc, self.logtext(i))
+            assert "ERROR: AddressSanitizer" not in self.logtext(i)
+            assert "runtime error:" not in self.logtext(i)
+
+
+@pytest.fixture
+def tmp():
+    d = tempfile.mkdtemp(prefix="ringd-svc-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def ring_factory(tmp):
+    rings = []
+
+    def make(n, **kw):
+        r = Ring(tmp, n, **kw)
+        rings.append(r)
+        return r
+
+    yield make
+    for r in rings:
+        r.stop()
+
+
+def allreduce_everywhere(ring, count=65536, iters=3):
+    procs = [subprocess.Popen([RINGCTL, "--socket", ring.sock(i), "allreduce", "--count", str(count),
+                               "--iters", str(iters), "--warmup", "1", "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(ring.n)]
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+
+
+# ---- the unit ----
+
+def test_the_unit_passes_systemd_analyze_verify(tmp):
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze not installed (Debian package systemd; deploy/install-deps.sh)")
+    # The unit as installed, but starting the ringd of this build.
+    with open(os.path.join(BUILD, "deploy", "ringd.service")) as f:
+        unit = re.sub(r"^ExecStart=\S+", "ExecStart=" + os.path.abspath(RINGD), f.read(), flags=re.M)
+    path = os.path.join(tmp, "ringd.service")
+    with open(path, "w") as f:
+        f.write(unit)
+    env = dict(os.environ, MANPATH=os.path.join(SOURCE, "deploy", "man"))
+    r = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True,
+                       cwd=tmp, env=env, timeout=60)
+    assert r.returncode == 0 and r.stderr.strip() == "" and r.stdout.strip() == "", r.stdout + r.stderr
+    for key in ["Type=notify", "Restart=on-failure", "RuntimeDirectory=ringd", "NoNewPrivileges=yes",
+                "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
+                "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "CapabilityBoundingSet=\n",
+                "MemoryDenyWriteExecute=yes", "ExecReload=/bin/kill -HUP $MAINPID", "WatchdogSec="]:
+        assert key in unit, key
+
+
+# ---- the notify protocol ----
+
+def notify_socket(tmp):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = os.path.join(tmp, "notify.sock")
+    s.bind(path)
+    s.settimeout(0.1)
+    return s, path
+
+
+def test_ready_comes_only_once_both_sockets_listen_then_status_and_watchdog(tmp, ring_factory):
+    ring = ring_factory(2)
+    ns, path = notify_socket(tmp)
+    ring.start(0, env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"})
+    got = []
+    end = time.monotonic() + DEADLINE
+    while "READY=1" not in got and time.monotonic() < end:
+        try:
+            got += ns.recv(4096).decode().split("\n")
+        except socket.timeout:
+            pass
+    assert "READY=1" in got, got
+    # By READY=1 both the ring port and the Unix socket accept connections.
+    socket.create_connection(("127.0.0.1", ring.ports[0]), timeout=2).close()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(ring.sock(0))
+    u.close()
+    # Then the state in words, and the watchdog fed at half of 400 ms.
+    end = time.monotonic() + DEADLINE
+    while not (any(m.startswith("STATUS=ring forming") for m in got) and
+               got.count("WATCHDOG=1") >= 2) and time.monotonic() < end:
+        try:
+            got += ns.recv(4096).decode().split("\n")
+        except socket.timeout:
+            pass
+    assert any(m.startswith("STATUS=ring forming") for m in got), got
+    assert got.count("WATCHDOG=1") >= 2, got
+    # Once the ring forms, STATUS= says so.
+    ring.start(1)
+    end = time.monotonic() + DEADLINE
+    while not any(m.startswith("STATUS=ring up, epoch") for m in got) and time.monotonic() < end:
+        try:
+            got += ns.recv(4096).decode().split("\n")
+        except socket.timeout:
+            pass
+    assert any(m.startswith("STATUS=ring up, epoch") for m in got), got
+
+
+def test_a_bad_config_exits_2_without_ready(tmp):
+    ns, path = notify_socket(tmp)
+    conf = os.path.join(tmp, "bad.yaml")
+    with open(conf, "w") as f:
+        f.write("cluster: x\nhosts: []\n")
+    r = subprocess.run([RINGD, "--config", conf, "--host", "a"], capture_output=True, text=True,
+                       env=dict(os.environ, NOTIFY_SOCKET=path), timeout=30)
+    assert r.returncode == 2, r.stderr
+    with pytest.raises(socket.timeout):
+        ns.recv(4096)
+
+
+def test_help_documents_every_flag():
+    r = subprocess.run([RINGD, "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0
+    for flag in ["--config", "--host", "--log-level", "--check", "--help", "--version", "SIGHUP"]:
+        assert flag in r.stdout, flag
+
+
+# ---- reload ----
+
+def test_sighup_applies_a_tuning_key_live(ring_factory):
+    ring = ring_factory(2)
+    for i in range(2):
+        ring.start(i)
+    for i in range(2):
+        ring.wait_socket(i)
+    wait_for("ring up", lambda: ring.status(0)["right_state"] == "up" and ring.status(0)["left_state"] == "up")
+    # A barrier that only h0 joins waits for h1 until collective_timeout:
+    # 60 s by default, 300 ms after the reload.
+    ring.write(0, extra="collective_timeout: 300ms")
+    ring.procs[0].send_signal(signal.SIGHUP)
+    wait_for("reload logged", lambda: "reload: done" in ring.logtext(0))
+    assert "collective_timeout (ms) 60000 -> 300" in ring.logtext(0)
+    t = time.monotonic()
+    r = ring.ringctl(0, "barrier", "--iters", "1", "--warmup", "0", timeout=30)
+    assert r.returncode == 1 and "timed out" in r.stderr, r.stderr
+    assert time.monotonic() - t < 10
+
+
+def test_sighup_with_an_invalid_config_keeps_the_running_one(ring_factory):
+    ring = ring_factory(1)
+    ring.start(0)
+    ring.wait_socket(0)
+    with open(ring.conf(0), "w") as f:
+        f.write("cluster: svc\nhosts: [\n")
+    ring.procs[0].send_signal(signal.SIGHUP)
+    wait_for("refusal logged", lambda: "keeping the running configuration" in ring.logtext(0))
+    assert ring.procs[0].poll() is None
+    assert ring.status(0)["n_hosts"] == 1
+
+
+def test_sighup_with_another_host_list_re_forms_the_ring(ring_factory):
+    ring = ring_factory(2)
+    for i in range(2):
+        ring.start(i)
+    for i in range(2):
+        ring.wait_socket(i)
+    wait_for("ring up", lambda: ring.status(0)["left_state"] == "up")
+    # Both hosts drop to a ring of one: h0 alone.
+    ring.write(0, n_hosts=1)
+    ring.procs[0].send_signal(signal.SIGHUP)
+    wait_for("re-formed", lambda: os.path.exists(ring.sock(0)) and "re-forming" in ring.logtext(0)
+             and ring.status(0)["n_hosts"] == 1)
+    assert ring.status(0)["left_state"] == "self"
+    r = ring.ringctl(0, "allreduce", "--count", "1000", "--iters", "1")
+    assert r.returncode == 0, r.stderr
+
+
+# ---- metrics and status ----
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+                    r'(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*)?\})? (\S+)$')
+COMMENT = re.compile(r"^# (HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*|TYPE [a-zA-Z_:][a-zA-Z0-9_:]* "
+                     r"(counter|gauge|histogram|summary|untyped))$")
+
+
+def scrape(port, path="/metrics"):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = r.read().decode()
+    samples, typed = {}, set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert COMMENT.match(line), "not Prometheus text: %r" % line
+            if line.startswith("# TYPE"):
+                typed.add(line.split()[2])
+            continue
+        m = SAMPLE.match(line)
+        assert m, "not Prometheus text: %r" % line
+        float(m.group(5).replace("+Inf", "inf"))
+        base = re.sub(r"_(bucket|sum|count)$", "", m.group(1))
+        assert m.group(1) in typed or base in typed, "sample without # TYPE: %r" % line
+        samples[m.group(1) + (m.group(2) or "")] = float(m.group(5))
+    return samples
+
+
+def test_a_scrape_is_prometheus_text_and_its_counters_move_after_a_collective(ring_factory):
+    ring = ring_factory(2, metrics=True)
+    for i in range(2):
+        ring.start(i)
+    for i in range(2):
+        ring.wait_socket(i)
+    wait_for("ring up", lambda: ring.status(0)["left_state"] == "up" and ring.status(0)["right_state"] == "up")
+    port = ring.metrics_port(0)
+    before = scrape(port)
+    ok = 'ringd_collectives_total{kind="allreduce",outcome="ok"}'
+    assert before[ok] == 0
+    assert before['ringd_link_up{link="left",peer="h1"}'] == 1
+    allreduce_everywhere(ring, count=65536, iters=3)
+    after = scrape(port)
+    assert after[ok] == before[ok] + 4
+    assert after['ringd_link_bytes_total{link="left",peer="h1",direction="in"}'] > 0
+    assert after['ringd_link_bytes_total{link="right",peer="h1",direction="out"}'] > 0
+    assert after["ringd_collective_duration_seconds_count"] == 4
+    assert after['ringd_collective_duration_seconds_bucket{le="+Inf"}'] == 4
+    assert after['ringd_straggler_waits_total{peer="h1"}'] == 4
+    assert after["ringd_epoch"] >= 1 and after["ringd_clients_configured"] == 1
+    # Only GET /metrics.
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=10)
+    assert e.value.code == 404
+
+
+def test_status_json_parses_and_shows_the_collectives_and_stragglers(ring_factory):
+    ring = ring_factory(2)
+    for i in range(2):
+        ring.start(i)
+    for i in range(2):
+        ring.wait_socket(i)
+    wait_for("ring up", lambda: ring.status(0)["left_state"] == "up" and ring.status(0)["right_state"] == "up")
+    before = ring.status(0)
+    assert before["collectives_done"] == 0 and before["recent"] == []
+    allreduce_everywhere(ring, count=262144, iters=2)
+    # The rates are sampled once a second: wait for a sample after the traffic.
+    after = wait_for("a rate", lambda: (lambda s: s if s["rate_in"] > 0 else None)(ring.status(0)))
+    assert after["collectives_done"] == before["collectives_done"] + 3
+    assert after["bytes_in"] > 0 and after["bytes_out"] > 0
+    assert after["waits"] == 3
+    assert [c["kind"] for c in after["recent"]] == ["allreduce"] * 3
+    assert all(c["status"] == 0 and c["wait_us"] is not None for c in after["recent"])
+    text = ring.ringctl(0, "status").stdout
+    assert "recent collectives (wait here for left neighbour h1)" in text
+
+
+# ---- install ----
+
+def test_an_install_into_destdir_holds_every_file(tmp):
+    dest = os.path.join(tmp, "root")
+    r = subprocess.run(["cmake", "--install", BUILD], env=dict(os.environ, DESTDIR=dest),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    cache = open(os.path.join(BUILD, "CMakeCache.txt")).read()
+    prefix = re.search(r"^CMAKE_INSTALL_PREFIX:PATH=(.*)$", cache, re.M).group(1)
+    root = dest + prefix
+    files = ["bin/ringd", "bin/ringctl", "include/ringd.h",
+             "lib/systemd/system/ringd.service", "lib/sysusers.d/ringd.conf",
+             "lib/tmpfiles.d/ringd.conf", "share/ringd/ringd.example.yaml",
+             "share/ringd/ringd.service", "share/ringd/ringd.sysusers", "share/ringd/ringd.tmpfiles",
+             "share/man/man8/ringd.8", "share/man/man1/ringctl.1"]
+    missing = [f for f in files if not os.path.exists(os.path.join(root, f))]
+    assert not missing, "missing after install: %s" % missing
+    unit = open(os.path.join(root, "lib/systemd/system/ringd.service")).read()
+    assert "ExecStart=%s/bin/ringd --config /etc/ringd/ringd.yaml" % prefix in unit
+    assert "u ringd" in open(os.path.join(root, "lib/sysusers.d/ringd.conf")).read()
