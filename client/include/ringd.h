@@ -57,7 +57,8 @@ extern "C" {
     X(ETOOBIG, -14, "buffer too large")                                                            \
     X(EIO, -15, "I/O error")                                                                       \
     X(ESHUTDOWN, -16, "daemon is shutting down")                                                   \
-    X(EINPROGRESS, -17, "request still in progress")
+    X(EINPROGRESS, -17, "request still in progress")                                               \
+    X(EPERM, -18, "not allowed to use this daemon")
 
 typedef enum {
 #define RINGD_ERR_ENUM(name, value, desc) RINGD_##name = value,
@@ -109,7 +110,10 @@ typedef struct ringd_client ringd_client;
  * /run/ringd/ringd.sock. The local rank is $RINGD_LOCAL_RANK, else $LOCAL_RANK,
  * else assigned by the daemon. On success *out owns a client that the caller
  * releases with ringd_close(). On failure *out is NULL and the message is
- * available from ringd_last_error(NULL). Blocks for at most a few seconds. */
+ * available from ringd_last_error(NULL): RINGD_ECONNECT (no daemon, or no
+ * permission on the socket file), RINGD_EPERM (the daemon's allowed_uids /
+ * allowed_gids do not include this process), RINGD_EBUSY (local rank taken).
+ * Blocks for at most a few seconds. */
 int ringd_connect(const char *socket_path, ringd_client **out);
 
 /* Closes the connection and frees everything the client owns, including the
