@@ -14,6 +14,7 @@ if [ "${1:-}" != "--build" ]; then
         python3 python3-numpy           # the Python client (Debian's python3)
         python3-torch python3-pytest    # its PyTorch helpers and tests
         iproute2 iperf3                 # the network-namespace testbed and benchmark
+        clang-14 libclang-rt-14-dev     # the libFuzzer targets (libFuzzer is in compiler-rt)
     )
 fi
 
