@@ -58,7 +58,7 @@ extern "C" {
     X(EIO, -15, "I/O error")                                                                       \
     X(ESHUTDOWN, -16, "daemon is shutting down")                                                   \
     X(EINPROGRESS, -17, "request still in progress")                                               \
-    X(EPERM, -18, "not allowed to use this daemon")
+    X(EPERM, -20, "not allowed to use this daemon")
 
 typedef enum {
 #define RINGD_ERR_ENUM(name, value, desc) RINGD_##name = value,

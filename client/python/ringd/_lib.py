@@ -41,12 +41,12 @@ ERRORS = {
     -15: ("RINGD_EIO", "I/O error"),
     -16: ("RINGD_ESHUTDOWN", "daemon is shutting down"),
     -17: ("RINGD_EINPROGRESS", "request still in progress"),
-    -18: ("RINGD_EPERM", "not allowed to use this daemon"),
+    -20: ("RINGD_EPERM", "not allowed to use this daemon"),
 }
 EINVAL, ENOMEM, ECONNECT, ECLOSED, EPROTO, EVERSION, ETIMEDOUT, ERING = range(-1, -9, -1)
 EMISMATCH, EABORTED, ESHM, EBUSY, ERANGE, ETOOBIG, EIO, ESHUTDOWN = range(-9, -17, -1)
 EINPROGRESS = -17
-EPERM = -18
+EPERM = -20
 
 # ringd_dtype, ringd_op and ringd_coll: wire values.
 DTYPES = {
