@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -56,7 +57,8 @@ struct key {
 #define FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
-    parse_hosts, parse_address, parse_path, parse_checksum, parse_listen;
+    parse_hosts, parse_address, parse_path, parse_checksum, parse_listen, parse_mode, parse_id,
+    parse_id_list;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -79,6 +81,10 @@ static const struct key top_keys[] = {
     {"secret_file", parse_path, false, FIELD(cfg, secret_file), 0, 0},
     {"checksum", parse_checksum, false, FIELD(cfg, checksum), 0, 0},
     {"metrics", parse_listen, false, FIELD(cfg, metrics), 0, 0},
+    {"socket_mode", parse_mode, false, FIELD(cfg, socket_mode), 0, 0777},
+    {"socket_group", parse_id, false, FIELD(cfg, socket_group), 0, 0},
+    {"allowed_uids", parse_id_list, false, FIELD(cfg, allowed_uids), 0, 0},
+    {"allowed_gids", parse_id_list, false, FIELD(cfg, allowed_gids), 0, 0},
 };
 
 static const struct key host_keys[] = {
@@ -494,6 +500,69 @@ static int parse_listen(ctx *x, void *obj, const struct key *k, yaml_node_t *v, 
     return 0;
 }
 
+/* ---- Local access ------------------------------------------------------ */
+
+/* Permission bits in octal, as chmod takes them: "0660", "660", "0o660". */
+static int parse_mode(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    static const char expected[] = "octal permission bits 0000..0777, such as \"0660\"";
+    const char *s = scalar(x, v, kp, expected), *p;
+    if (!s)
+        return -1;
+    p = strncmp(s, "0o", 2) == 0 ? s + 2 : s;
+    size_t n = strspn(p, "01234567");
+    unsigned long mode = n >= 1 && n <= 4 && !p[n] ? strtoul(p, NULL, 8) : ULONG_MAX;
+    if (mode > k->max)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    *(uint32_t *)field(obj, k) = (uint32_t)mode;
+    return 0;
+}
+
+/* A user or group name (as useradd allows them) or a number. */
+static int store_id(ctx *x, cfg_id *id, yaml_node_t *v, const char *kp) {
+    static const char expected[] = "a user or group name or a number";
+    const char *s = scalar(x, v, kp, expected), *rest;
+    uint64_t n;
+    if (!s)
+        return -1;
+    size_t len = strlen(s);
+    bool number = parse_digits(s, &n, &rest) == 0 && !*rest;
+    bool name = len >= 1 && len <= 32 && s[0] != '-' &&
+                strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                    len;
+    if ((number && n >= UINT32_MAX) || (!number && !name))
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    if (!(id->value = strdup(s)))
+        return fail_oom(x);
+    id->line = (int)v->start_mark.line + 1;
+    id->column = (int)v->start_mark.column + 1;
+    return 0;
+}
+
+static int parse_id(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    return store_id(x, field(obj, k), v, kp);
+}
+
+static int parse_id_list(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    cfg_id_list *l = field(obj, k);
+    char ikp[300];
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(x, v->start_mark, kp, "expected a sequence of names or numbers, got %s",
+                    describe(x, v));
+    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    if (n > CFG_MAX_IDS)
+        return fail(x, v->start_mark, kp, "expected at most %d entries, got %zu", CFG_MAX_IDS, n);
+    if (n && !(l->items = calloc(n, sizeof *l->items)))
+        return fail_oom(x);
+    for (size_t i = 0; i < n; i++) {
+        l->n = i + 1; /* so that cfg_free() sees every one filled in */
+        snprintf(ikp, sizeof ikp, "%s[%zu]", kp, i);
+        if (store_id(x, &l->items[i],
+                     yaml_document_get_node(x->doc, v->data.sequence.items.start[i]), ikp) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ---- Mappings ---------------------------------------------------------- */
 
 static size_t edit_distance(const char *a, const char *b)
@@ -540,9 +609,10 @@ static int unknown_key(ctx *x, yaml_node_t *kn, const char *kp, const char *key,
     }
     if (best && best_d <= 2 && best_d < strlen(key))
         return fail(x, kn->start_mark, kp, "unknown key, did you mean %s?", best);
-    char list[256];
+    char list[512];
     size_t n = 0;
-    for (size_t i = 0; i < nkeys; i++)
+    /* Bounded: snprintf returns what it would have written, not what it wrote. */
+    for (size_t i = 0; i < nkeys && n < sizeof list; i++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", keys[i].name);
     return fail(x, kn->start_mark, kp, "unknown key, expected one of %s", list);
 }
@@ -703,6 +773,7 @@ static void set_defaults(cfg *c)
     c->heartbeat_interval_ms = 1 * SEC;
     c->heartbeat_timeout_ms = 5 * SEC;
     c->checksum = true;
+    c->socket_mode = 0660;
 }
 
 static int parse_yaml_error(ctx *x, yaml_parser_t *p)
@@ -833,6 +904,15 @@ void cfg_free(cfg *c)
         free(c->hosts[i].socket);
     }
     free(c->hosts);
+    free(c->socket_group.value);
+    for (size_t i = 0; i < c->allowed_uids.n; i++)
+        free(c->allowed_uids.items[i].value);
+    for (size_t i = 0; i < c->allowed_gids.n; i++)
+        free(c->allowed_gids.items[i].value);
+    free(c->allowed_uids.items);
+    free(c->allowed_gids.items);
+    c->socket_group.value = NULL;
+    c->allowed_uids = c->allowed_gids = (cfg_id_list){0};
     free(c->path);
     free(c->cluster);
     free(c->socket);

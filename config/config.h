@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #define CFG_MAX_HOSTS 1024
+#define CFG_MAX_IDS 64  /* entries of allowed_uids, allowed_gids */
 #define CFG_MAX_NAME 64 /* cluster and host names: [A-Za-z0-9._-], 1..64 chars */
 
 typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
@@ -28,6 +29,19 @@ typedef struct {
     int local_clients; /* its own key, else the top-level one; >= 1 */
     int line, column;  /* where the host's entry starts, for later messages */
 } cfg_host;
+
+/* A user or group as written in the file (a name or a number), with its
+ * place for messages: names are resolved by the daemon when it starts, on
+ * the host where they must exist, not by the parser. */
+typedef struct {
+    char *value;
+    int line, column;
+} cfg_id;
+
+typedef struct {
+    cfg_id *items;
+    size_t n;
+} cfg_id_list;
 
 typedef struct {
     char *path; /* the file it was read from */
@@ -60,6 +74,12 @@ typedef struct {
     char *secret_file;              /* secret_file: the cluster key; NULL = no authentication */
     bool checksum;                  /* checksum: crc32c (true, default) or none */
     char *metrics;                  /* metrics: IP:PORT of the Prometheus endpoint; NULL = off */
+
+    /* Local access to the Unix socket, all optional. */
+    uint32_t socket_mode;     /* socket_mode: permission bits, octal "0660"; default 0660 */
+    cfg_id socket_group;      /* socket_group: group owning the socket; value NULL: the daemon's */
+    cfg_id_list allowed_uids; /* allowed_uids: peers (SO_PEERCRED) allowed; empty: anyone */
+    cfg_id_list allowed_gids; /* allowed_gids: the same by primary group; a peer in either passes */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line

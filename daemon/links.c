@@ -644,10 +644,12 @@ static uint8_t *piece(conn *c)
 }
 
 /* Feeds the bytes read ahead to the reader, piece by piece, until they run
- * out, the reader pauses, or the connection closes. */
+ * out, the reader pauses, or the connection closes or is being refused (a
+ * refused HELLO leaves its piece complete: going on would refuse it again,
+ * for ever). */
 static void drain_ahead(conn *c)
 {
-    while (!c->closing && c->rd != RD_PAUSED && c->ahead_pos < c->ahead_len) {
+    while (!c->closing && !c->refusing && c->rd != RD_PAUSED && c->ahead_pos < c->ahead_len) {
         size_t n = c->need - c->got, avail = c->ahead_len - c->ahead_pos;
         if (n > avail) n = avail;
         uint8_t *p = piece(c);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "perm.h"
 #include "proto/msg.h"
 #include "reduce.h"
 
@@ -41,6 +42,9 @@
 #define MAX_COLLS 1024       /* collectives waiting for local ranks */
 #define MAX_SESSIONS 256
 #define TICK_MS 100
+#define HELLO_CHECK_MS 1000 /* how often sessions without a HELLO are checked */
+#define BAD_LOG_BURST 100   /* bad connections logged one by one per BAD_LOG_MS */
+#define BAD_LOG_MS 10000
 /* A collective on the ring waits this much past its deadline, so that a host
  * whose own rank never came (and that fails it at the deadline) can tell the
  * others why before they time out on their own. */
@@ -87,7 +91,9 @@ struct session {
     int closing;
     int welcomed, observer;
     int local_rank;
-    uint32_t pid;
+    uint32_t pid; /* from SO_PEERCRED, then as the HELLO says */
+    uint32_t uid;
+    uint64_t accepted_ms;
     uint64_t next_index; /* host collective number of its next submission */
     region *regions;
     int n_regions;
@@ -109,6 +115,11 @@ struct local {
     uv_poll_t listen_poll;
     int listening;
     uv_timer_t tick;
+    uv_timer_t hello_timer; /* closes sessions that never say HELLO */
+    perm_policy perm;
+    uint64_t bad_window_ms; /* start of the current BAD_LOG_MS window */
+    int bad_in_window;
+    log_ratelimit bad_rl;
     session *sessions;
     int n_sessions;
     session **by_rank; /* local rank -> session */
@@ -125,6 +136,7 @@ struct local {
 static void session_close(session *s, const char *why);
 static void update_poll(session *s);
 static void on_tick(uv_timer_t *t);
+static void on_hello_timer(uv_timer_t *t);
 
 /* ---- output ---- */
 
@@ -200,6 +212,25 @@ static void refuse(session *s, int code, const char *text)
     queue_out(s, buf, msg_encode_error(buf, sizeof buf, &e));
     log_warn("refused local client (pid %u): %s", s->pid, text);
     session_close(s, text);
+}
+
+/* Closes a session whose client sent what no libringd sends, with a line
+ * saying who and why: BAD_LOG_BURST of them per BAD_LOG_MS, then only their
+ * number, so that a flood cannot fill the journal. */
+static void drop(session *s, const char *why)
+{
+    local *l = s->owner;
+    uint64_t now = uv_now(l->loop);
+    if (now - l->bad_window_ms >= BAD_LOG_MS) {
+        if (l->bad_in_window > BAD_LOG_BURST)
+            log_warn("%d more bad local connections were dropped without a line each",
+                     l->bad_in_window - BAD_LOG_BURST);
+        l->bad_window_ms = now;
+        l->bad_in_window = 0;
+    }
+    if (l->bad_in_window++ < BAD_LOG_BURST)
+        log_warn("dropped local connection (pid %u, uid %u): %s", s->pid, s->uid, why);
+    session_close(s, why);
 }
 
 /* ---- regions ---- */
@@ -696,7 +727,7 @@ static void do_hello(session *s, const msg_hello *m)
     local *l = s->owner;
     const char *host = l->cfg->hosts[l->me].name;
     char text[MSG_MAX_TEXT];
-    s->pid = m->pid;
+    if (!s->pid) s->pid = m->pid; /* the kernel's word is better than the client's */
     if (m->flags & MSG_HELLO_OBSERVER) {
         s->observer = 1;
         s->local_rank = -1;
@@ -759,7 +790,9 @@ static int handle_message(session *s, const msg_header *h, const uint8_t *body)
     } m;
     int rc = MSG_EMALFORMED;
     if (!s->welcomed && h->type != MSG_HELLO) {
-        session_close(s, "first message is not HELLO");
+        char why[64];
+        snprintf(why, sizeof why, "first message is %s, not HELLO", msg_type_name(h->type));
+        drop(s, why);
         return -1;
     }
     switch (h->type) {
@@ -785,7 +818,7 @@ static int handle_message(session *s, const msg_header *h, const uint8_t *body)
     if (rc < 0) {
         char why[128];
         snprintf(why, sizeof why, "bad %s message: %s", msg_type_name(h->type), msg_strerror(rc));
-        session_close(s, why);
+        drop(s, why);
         return -1;
     }
     return s->closing ? -1 : 0;
@@ -809,7 +842,7 @@ static void process_input(session *s)
                          h.version, MSG_VERSION);
                 refuse(s, RINGD_EVERSION, why);
             } else
-                session_close(s, why);
+                drop(s, why);
             return;
         }
         if (s->in_len - pos < MSG_HEADER_SIZE + h.length) break;
@@ -849,7 +882,14 @@ static void read_input(session *s)
             }
         }
         if (mh.msg_flags & MSG_CTRUNC) {
-            session_close(s, "too many file descriptors in one message");
+            drop(s, "too many file descriptors in one message");
+            return;
+        }
+        if (n == 0 && s->in_len > 0) {
+            char why[96];
+            snprintf(why, sizeof why, "client disconnected in the middle of a message (%zu bytes)",
+                     s->in_len);
+            drop(s, why);
             return;
         }
         if (n <= 0) {
@@ -898,6 +938,7 @@ static void release(local *l)
         void (*done)(void *) = l->done;
         void *data = l->done_data;
         free(l->by_rank);
+        perm_free(&l->perm);
         free(l);
         if (done) done(data);
     }
@@ -925,7 +966,7 @@ static void session_close(session *s, const char *why)
         log_info("local rank %d disconnected (pid %u): %s", s->local_rank, s->pid, why);
         l->by_rank[s->local_rank] = NULL;
     } else {
-        log_debug("local session closed: %s", why);
+        log_debug("local session closed (pid %u): %s", s->pid, why);
     }
     /* Withdraw its submissions; those already on the ring only lose their
      * reply, and keep their region mapped until the ring is done with it. */
@@ -1003,12 +1044,52 @@ static void on_accept(uv_poll_t *p, int status, int events)
             continue;
         }
         s->poll.data = s;
+        s->accepted_ms = uv_now(l->loop);
         l->open_handles++;
         s->next = l->sessions;
         l->sessions = s;
         l->n_sessions++;
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+        char why[256];
+        int ok = perm_check_peer(&l->perm, fd, &pid, &uid, &gid, why, sizeof why);
+        if (ok < 0) {
+            drop(s, why);
+            continue;
+        }
+        s->pid = (uint32_t)pid;
+        s->uid = (uint32_t)uid;
+        if (!ok) {
+            char text[MSG_MAX_TEXT];
+            snprintf(text, sizeof text, "ringd on host %s refuses pid %u: %s",
+                     l->cfg->hosts[l->me].name, s->pid, why);
+            refuse(s, RINGD_EPERM, text);
+            continue;
+        }
         update_poll(s);
+        if (!uv_is_active((uv_handle_t *)&l->hello_timer))
+            uv_timer_start(&l->hello_timer, on_hello_timer, HELLO_CHECK_MS, HELLO_CHECK_MS);
     }
+}
+
+/* A connection that never says HELLO would hold one of the MAX_SESSIONS
+ * slots for ever: it gets connect_timeout to do so. */
+static void on_hello_timer(uv_timer_t *t)
+{
+    local *l = t->data;
+    uint64_t now = uv_now(l->loop);
+    int waiting = 0;
+    session *next;
+    for (session *s = l->sessions; s; s = next) {
+        next = s->next;
+        if (s->welcomed || s->closing) continue;
+        if (now - s->accepted_ms >= l->cfg->connect_timeout_ms)
+            drop(s, "no HELLO within connect_timeout");
+        else
+            waiting++;
+    }
+    if (!waiting) uv_timer_stop(&l->hello_timer);
 }
 
 /* ---- lifecycle ---- */
@@ -1030,8 +1111,9 @@ int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, ring *r)
         return RINGD_ENOMEM;
     }
     uv_timer_init(loop, &l->tick);
-    l->tick.data = l;
-    l->open_handles = 1;
+    uv_timer_init(loop, &l->hello_timer);
+    l->tick.data = l->hello_timer.data = l;
+    l->open_handles = 2;
     l->start_ms = uv_now(loop);
     *out = l;
     return 0;
@@ -1040,6 +1122,8 @@ int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, ring *r)
 int local_start(local *l, char *err, size_t errlen)
 {
     const char *path = l->cfg->hosts[l->me].socket;
+    int rc = perm_resolve(&l->perm, l->cfg, err, errlen);
+    if (rc < 0) return rc;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
         snprintf(err, errlen, "socket path %s is too long", path);
@@ -1062,10 +1146,12 @@ int local_start(local *l, char *err, size_t errlen)
     }
     if (probe >= 0) close(probe);
     unlink(path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(path, 0660) < 0 ||
-        listen(fd, 64) < 0) {
-        snprintf(err, errlen, "cannot listen on socket %s: %s (does its directory exist?)", path,
-                 strerror(errno));
+    if ((rc = perm_bind(&l->perm, fd, path, err, errlen)) < 0) {
+        close(fd);
+        return rc;
+    }
+    if (listen(fd, 64) < 0) {
+        snprintf(err, errlen, "cannot listen on socket %s: %s", path, strerror(errno));
         close(fd);
         return RINGD_EIO;
     }
@@ -1075,7 +1161,8 @@ int local_start(local *l, char *err, size_t errlen)
     l->listening = 1;
     l->open_handles++;
     uv_poll_start(&l->listen_poll, UV_READABLE, on_accept);
-    log_info("accepting local clients on %s", path);
+    log_info("accepting local clients on %s (mode %04o%s)", path, (unsigned)l->perm.mode,
+             l->perm.n_uids || l->perm.n_gids ? ", allowed_uids/allowed_gids checked" : "");
     return 0;
 }
 
@@ -1104,6 +1191,7 @@ void local_close(local *l, int status, const char *message, void (*done)(void *)
         unlink(l->cfg->hosts[l->me].socket);
     }
     uv_close((uv_handle_t *)&l->tick, on_handle_closed);
+    uv_close((uv_handle_t *)&l->hello_timer, on_handle_closed);
 }
 
 void local_set_rates(local *l, const rates *rt)

@@ -16,6 +16,7 @@ if [ "${1:-}" != "--build" ]; then
         python3-torch python3-pytest    # its PyTorch helpers and tests
         iproute2 iperf3                 # the network-namespace testbed and benchmark
         systemd man-db                  # systemd-analyze verify of the unit (and its man pages)
+        clang-14 libclang-rt-14-dev     # the libFuzzer targets (libFuzzer is in compiler-rt)
     )
 fi
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, configures, builds and runs
 # every test, first in a normal build, then under AddressSanitizer and
-# UndefinedBehaviorSanitizer.
+# UndefinedBehaviorSanitizer; then runs the libFuzzer targets (clang) for
+# $RINGD_FUZZ_SECONDS (default 60) each.
 #
-#   tests/run.sh            both builds
+#   tests/run.sh            all three stages
 #   tests/run.sh --fast     the normal build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,5 +28,6 @@ if [ "${1:-}" != "--fast" ]; then
     export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_suite build-asan -DRINGD_SANITIZE=ON
+    tests/fuzz/run.sh "${RINGD_FUZZ_SECONDS:-60}"
 fi
 echo "== all tests passed"

@@ -59,7 +59,8 @@ extern "C" {
     X(ESHUTDOWN, -16, "daemon is shutting down")                                                   \
     X(EINPROGRESS, -17, "request still in progress")                                               \
     X(EAUTH, -18, "authentication failed")                                                         \
-    X(ECORRUPT, -19, "data corrupted in transit")
+    X(ECORRUPT, -19, "data corrupted in transit")                                                  \
+    X(EPERM, -20, "not allowed to use this daemon")
 
 typedef enum {
 #define RINGD_ERR_ENUM(name, value, desc) RINGD_##name = value,
@@ -111,7 +112,10 @@ typedef struct ringd_client ringd_client;
  * /run/ringd/ringd.sock. The local rank is $RINGD_LOCAL_RANK, else $LOCAL_RANK,
  * else assigned by the daemon. On success *out owns a client that the caller
  * releases with ringd_close(). On failure *out is NULL and the message is
- * available from ringd_last_error(NULL). Blocks for at most a few seconds. */
+ * available from ringd_last_error(NULL): RINGD_ECONNECT (no daemon, or no
+ * permission on the socket file), RINGD_EPERM (the daemon's allowed_uids /
+ * allowed_gids do not include this process), RINGD_EBUSY (local rank taken).
+ * Blocks for at most a few seconds. */
 int ringd_connect(const char *socket_path, ringd_client **out);
 
 /* Closes the connection and frees everything the client owns, including the
@@ -199,8 +203,7 @@ int ringd_test(ringd_request *req);
 /* Blocking forms: ringd_submit() then ringd_wait(req, -1). */
 int ringd_run(ringd_client *c, const ringd_collective *coll);
 int ringd_broadcast(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, int root);
-int ringd_allgather(ringd_client *c, const void *input, void *buf, size_t count,
-                    ringd_dtype dtype);
+int ringd_allgather(ringd_client *c, const void *input, void *buf, size_t count, ringd_dtype dtype);
 int ringd_reduce_scatter(ringd_client *c, const void *input, void *buf, size_t count,
                          ringd_dtype dtype, ringd_op op);
 int ringd_barrier(ringd_client *c);
@@ -210,8 +213,8 @@ int ringd_iallreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype
                      ringd_request **req);
 int ringd_ibroadcast(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, int root,
                      ringd_request **req);
-int ringd_iallgather(ringd_client *c, const void *input, void *buf, size_t count,
-                     ringd_dtype dtype, ringd_request **req);
+int ringd_iallgather(ringd_client *c, const void *input, void *buf, size_t count, ringd_dtype dtype,
+                     ringd_request **req);
 int ringd_ireduce_scatter(ringd_client *c, const void *input, void *buf, size_t count,
                           ringd_dtype dtype, ringd_op op, ringd_request **req);
 int ringd_ibarrier(ringd_client *c, ringd_request **req);

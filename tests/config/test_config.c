@@ -602,3 +602,95 @@ Test(config, fusion_can_be_tuned_or_turned_off) {
     cfg_free(&c);
     expect_rejected(MINIMAL "fusion_max: 65\n", "5:13: fusion_max: expected an integer 1..64, got \"65\"");
 }
+
+/* ---- Local access ----------------------------------------------------- */
+
+Test(config, socket_mode_defaults_to_0660_and_access_is_open) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_eq(c.socket_mode, 0660);
+    cr_assert_null(c.socket_group.value);
+    cr_assert_eq(c.allowed_uids.n, 0);
+    cr_assert_eq(c.allowed_gids.n, 0);
+    cfg_free(&c);
+}
+
+Test(config, socket_mode_takes_octal_with_or_without_a_leading_zero) {
+    const char *texts[] = {"\"0600\"", "0600", "600", "0o600", "\"0\""};
+    const unsigned modes[] = {0600, 0600, 0600, 0600, 0};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml, MINIMAL "socket_mode: %s\n", texts[i]);
+        cfg c = parse_ok(yaml);
+        cr_assert_eq(c.socket_mode, modes[i], "%s", texts[i]);
+        cfg_free(&c);
+    }
+}
+
+Test(config, rejects_a_socket_mode_that_is_not_octal_permission_bits) {
+    static const char *bad[] = {"0680", "rw-rw----", "\"\"", "04755", "1000", "-660", "0x1b0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char yaml[256], where[256];
+        snprintf(yaml, sizeof yaml, MINIMAL "socket_mode: %s\n", bad[i]);
+        const char *q = bad[i][0] == '"' ? "" : "\"";
+        snprintf(where, sizeof where,
+                 "5:14: socket_mode: expected octal permission bits 0000..0777, such as "
+                 "\"0660\", got %s%s%s",
+                 q, strcmp(bad[i], "\"\"") ? bad[i] : "\"\"", q);
+        expect_rejected(yaml, where);
+    }
+}
+
+Test(config, rejects_a_bad_socket_mode_file_with_its_place) {
+    expect_file_rejected("bad_socket_mode.yaml",
+                         "2:14: socket_mode: expected octal permission bits 0000..0777, such as "
+                         "\"0660\", got \"0668\"");
+}
+
+Test(config, socket_group_and_allowed_ids_keep_names_numbers_and_places) {
+    cfg c = parse_ok(MINIMAL "socket_group: ringd\nallowed_uids: [0, alice]\n"
+                             "allowed_gids:\n  - 1000\n  - train-users\n");
+    cr_assert_str_eq(c.socket_group.value, "ringd");
+    cr_assert_eq(c.socket_group.line, 5);
+    cr_assert_eq(c.socket_group.column, 15);
+    cr_assert_eq(c.allowed_uids.n, 2);
+    cr_assert_str_eq(c.allowed_uids.items[0].value, "0");
+    cr_assert_str_eq(c.allowed_uids.items[1].value, "alice");
+    cr_assert_eq(c.allowed_uids.items[1].line, 6);
+    cr_assert_eq(c.allowed_uids.items[1].column, 19);
+    cr_assert_eq(c.allowed_gids.n, 2);
+    cr_assert_str_eq(c.allowed_gids.items[1].value, "train-users");
+    cr_assert_eq(c.allowed_gids.items[1].line, 9);
+    cfg_free(&c);
+}
+
+Test(config, an_empty_allowed_list_means_anyone) {
+    cfg c = parse_ok(MINIMAL "allowed_uids: []\n");
+    cr_assert_eq(c.allowed_uids.n, 0);
+    cfg_free(&c);
+}
+
+Test(config, rejects_an_allowed_list_that_is_not_a_sequence) {
+    expect_rejected(MINIMAL "allowed_uids: alice\n",
+                    "5:15: allowed_uids: expected a sequence of names or numbers, got \"alice\"");
+}
+
+Test(config, rejects_an_allowed_entry_that_is_not_a_name_or_number) {
+    expect_rejected(MINIMAL "allowed_gids: [wheel, \"a b\"]\n",
+                    "5:23: allowed_gids[1]: expected a user or group name or a number, got "
+                    "\"a b\"");
+    expect_rejected(MINIMAL "allowed_uids: [4294967295]\n",
+                    "5:16: allowed_uids[0]: expected a user or group name or a number, got "
+                    "\"4294967295\"");
+    expect_rejected(MINIMAL "socket_group: [a]\n",
+                    "5:15: socket_group: expected a user or group name or a number, got a "
+                    "sequence");
+}
+
+Test(config, rejects_more_than_the_maximum_number_of_allowed_ids) {
+    char yaml[2048];
+    size_t n = (size_t)snprintf(yaml, sizeof yaml, MINIMAL "allowed_uids: [");
+    for (int i = 0; i <= CFG_MAX_IDS; i++)
+        n += (size_t)snprintf(yaml + n, sizeof yaml - n, "%s%d", i ? ", " : "", i);
+    snprintf(yaml + n, sizeof yaml - n, "]\n");
+    expect_rejected(yaml, "5:15: allowed_uids: expected at most 64 entries, got 65");
+}

@@ -43,10 +43,11 @@ ERRORS = {
     -17: ("RINGD_EINPROGRESS", "request still in progress"),
     -18: ("RINGD_EAUTH", "authentication failed"),
     -19: ("RINGD_ECORRUPT", "data corrupted in transit"),
+    -20: ("RINGD_EPERM", "not allowed to use this daemon"),
 }
 EINVAL, ENOMEM, ECONNECT, ECLOSED, EPROTO, EVERSION, ETIMEDOUT, ERING = range(-1, -9, -1)
 EMISMATCH, EABORTED, ESHM, EBUSY, ERANGE, ETOOBIG, EIO, ESHUTDOWN = range(-9, -17, -1)
-EINPROGRESS, EAUTH, ECORRUPT = -17, -18, -19
+EINPROGRESS, EAUTH, ECORRUPT, EPERM = -17, -18, -19, -20
 
 # ringd_dtype, ringd_op and ringd_coll: wire values.
 DTYPES = {

@@ -1,0 +1,143 @@
+/*
+ * fuzz_seeds.c - writes the seed corpora of the fuzzers: one file per valid
+ * frame and message of every type (with empty, typical and longest strings),
+ * and the example config plus the test configs, good and bad.
+ *
+ *     fuzz_seeds OUTDIR    creates OUTDIR/frame, OUTDIR/msg (configs are
+ *                          checked-in files, see run.sh)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "proto/frame.h"
+#include "proto/msg.h"
+
+static const char *outdir;
+static int failed;
+
+static void put(const char *kind, const char *name, const uint8_t *buf, int n)
+{
+    char path[4096];
+    if (n < 0) {
+        fprintf(stderr, "fuzz_seeds: cannot encode %s/%s\n", kind, name);
+        failed = 1;
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s/%s", outdir, kind, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, (size_t)n, f) != (size_t)n || fclose(f) != 0) {
+        fprintf(stderr, "fuzz_seeds: %s: %s\n", path, strerror(errno));
+        failed = 1;
+    }
+}
+
+static void frames(void)
+{
+    uint8_t b[FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY + 64];
+    char longest[FRAME_MAX_TEXT + 1];
+    memset(longest, 'x', FRAME_MAX_TEXT);
+    longest[FRAME_MAX_TEXT] = '\0';
+    frame_hello h = {.n_hosts = 4, .from_pos = 3, .to_pos = 0, .epoch = 7};
+    strcpy(h.cluster, "demo");
+    strcpy(h.from_name, "d");
+    put("frame", "hello", b, frame_encode_hello(b, sizeof b, &h));
+    frame_welcome w = {.status = 0, .epoch = 7};
+    put("frame", "welcome", b, frame_encode_welcome(b, sizeof b, &w));
+    w.status = -9;
+    memcpy(w.reason, longest, sizeof w.reason);
+    put("frame", "welcome_refused", b, frame_encode_welcome(b, sizeof b, &w));
+    frame_data d = {.seq = 12,
+                    .epoch = 7,
+                    .step = 3,
+                    .dtype = 6,
+                    .op = 0,
+                    .chunk = 1,
+                    .length = 16,
+                    .count = 1000,
+                    .offset = 64,
+                    .kind = 1,
+                    .wsum = 2.5};
+    int n = frame_encode_data(b, sizeof b, &d);
+    if (n > 0) memset(b + n, 0x3f, 16); /* the payload, right behind */
+    put("frame", "data", b, n > 0 ? n + 16 : n);
+    frame_abort a = {.seq = 12, .epoch = 7, .code = -7};
+    strcpy(a.reason, "allreduce #12 timed out");
+    put("frame", "abort", b, frame_encode_abort(b, sizeof b, &a));
+    put("frame", "ping", b, frame_encode_ping(b, sizeof b));
+    /* A handshake followed by traffic, as one stream. */
+    int k = frame_encode_hello(b, sizeof b, &h);
+    k += frame_encode_ping(b + k, sizeof b - (size_t)k);
+    k += frame_encode_abort(b + k, sizeof b - (size_t)k, &a);
+    put("frame", "stream", b, k);
+}
+
+static void msgs(void)
+{
+    uint8_t b[2 * (MSG_HEADER_SIZE + MSG_MAX_BODY)];
+    msg_hello h = {.flags = 0, .local_rank = -1, .pid = 4242};
+    put("msg", "hello", b, msg_encode_hello(b, sizeof b, &h));
+    msg_welcome w = {.rank = 1,
+                     .size = 4,
+                     .local_rank = 0,
+                     .local_size = 1,
+                     .host_index = 1,
+                     .n_hosts = 4,
+                     .max_bytes = 1ull << 32};
+    strcpy(w.host, "b");
+    put("msg", "welcome", b, msg_encode_welcome(b, sizeof b, &w));
+    msg_error e = {.code = -12};
+    memset(e.text, 'e', MSG_MAX_TEXT);
+    put("msg", "error", b, msg_encode_error(b, sizeof b, &e));
+    msg_register r = {.id = 1, .region = 3, .size = 4096};
+    put("msg", "register", b, msg_encode_register(b, sizeof b, &r));
+    msg_unregister u = {.id = 2, .region = 3};
+    put("msg", "unregister", b, msg_encode_unregister(b, sizeof b, &u));
+    msg_collective c = {.id = 3,
+                        .kind = 1,
+                        .dtype = 6,
+                        .op = 5,
+                        .region = 3,
+                        .offset = 0,
+                        .count = 1024,
+                        .root = 0,
+                        .weight = 32,
+                        .timeout_ms = 0};
+    strcpy(c.name, "fc1.weight");
+    put("msg", "collective", b, msg_encode_collective(b, sizeof b, &c));
+    msg_result res = {.id = 3, .status = 0};
+    put("msg", "result", b, msg_encode_result(b, sizeof b, &res));
+    msg_status_req sr = {.id = 4};
+    put("msg", "status_req", b, msg_encode_status_req(b, sizeof b, &sr));
+    msg_status st = {.id = 4, .host_index = 1, .n_hosts = 4, .epoch = 2, .clients = 1};
+    strcpy(st.cluster, "demo");
+    strcpy(st.host, "b");
+    put("msg", "status", b, msg_encode_status(b, sizeof b, &st));
+    /* A session as libringd starts it: HELLO, REGISTER, COLLECTIVE. */
+    int k = msg_encode_hello(b, sizeof b, &h);
+    k += msg_encode_register(b + k, sizeof b - (size_t)k, &r);
+    k += msg_encode_collective(b + k, sizeof b - (size_t)k, &c);
+    put("msg", "session", b, k);
+}
+
+int main(int argc, char **argv)
+{
+    char path[4096];
+    if (argc != 2) {
+        fprintf(stderr, "usage: fuzz_seeds OUTDIR\n");
+        return 2;
+    }
+    outdir = argv[1];
+    const char *dirs[] = {"", "/frame", "/msg"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s%s", outdir, dirs[i]);
+        if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "fuzz_seeds: %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+    }
+    frames();
+    msgs();
+    return failed;
+}
