@@ -56,7 +56,7 @@ struct key {
 #define FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
-    parse_hosts, parse_address;
+    parse_hosts, parse_address, parse_algorithm;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -74,6 +74,8 @@ static const struct key top_keys[] = {
     {"fusion_threshold", parse_size, false, FIELD(cfg, fusion_threshold_bytes), 0, 1 * GiB},
     {"fusion_max", parse_count, false, FIELD(cfg, fusion_max), 1, 64},
     {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
+    {"algorithm", parse_algorithm, false, FIELD(cfg, algorithm), 0, 0},
+    {"star_root", parse_name, false, FIELD(cfg, star_root), 0, 0},
 };
 
 static const struct key host_keys[] = {
@@ -355,6 +357,18 @@ static int parse_log_level(ctx *x, void *obj, const struct key *k, yaml_node_t *
     return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
 }
 
+static int parse_algorithm(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    static const char expected[] = "one of ring, star";
+    const char *s = scalar(x, v, kp, expected);
+    if (!s)
+        return -1;
+    if (strcmp(s, "ring") == 0 || strcmp(s, "star") == 0) {
+        *(cfg_algorithm *)field(obj, k) = s[0] == 'r' ? CFG_ALG_RING : CFG_ALG_STAR;
+        return 0;
+    }
+    return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+}
+
 /* A DNS name: dot-separated labels of letters, digits, '-' and '_' (common in
  * internal names), no label empty or starting or ending with '-'. */
 static bool valid_hostname(const char *s, size_t len) {
@@ -609,6 +623,14 @@ static int finish(ctx *x, yaml_node_t **found) {
         return fail(x, in->start_mark, "backoff_initial",
                     "expected at most backoff_max (%s by default), got %s", b, describe(x, in));
     }
+    if (c->star_root) {
+        c->star_root_index = cfg_host_index(c, c->star_root);
+        if (c->star_root_index < 0) {
+            yaml_node_t *n = found_node(found, top_keys, N_TOP, "star_root");
+            return fail(x, n->start_mark, "star_root", "expected the name of a host in hosts, got %s",
+                        describe(x, n));
+        }
+    }
     if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET)))
         return fail_oom(x);
     for (size_t i = 0; i < c->n_hosts; i++) {
@@ -765,6 +787,8 @@ void cfg_free(cfg *c) {
     free(c->path);
     free(c->cluster);
     free(c->socket);
+    free(c->star_root);
+    c->star_root = NULL;
     c->hosts = NULL;
     c->n_hosts = 0;
     c->path = c->cluster = c->socket = NULL;

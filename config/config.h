@@ -18,6 +18,10 @@
 
 typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
 
+/* How the daemons run collectives: the ring, or the star baseline (one
+ * host, star_root, collects, reduces and sends back). */
+typedef enum { CFG_ALG_RING = 0, CFG_ALG_STAR } cfg_algorithm;
+
 typedef struct {
     char *name;
     char *address;     /* as written: "10.0.0.7:7701", "[::1]:7701", "node3:7701" */
@@ -50,6 +54,9 @@ typedef struct {
                                         together; 0 = one at a time; default 4 MiB */
     int fusion_max;                 /* fusion_max: at most this many at once; 1..64, default 32 */
     cfg_log_level log_level;        /* log_level: debug, info, warn, error; default info */
+    cfg_algorithm algorithm;        /* algorithm: ring or star; default ring */
+    char *star_root;                /* star_root: a host name; default the first host */
+    int star_root_index;            /* its index in hosts */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line
