@@ -33,6 +33,7 @@
 #include "log.h"
 #include "proto/msg.h"
 #include "reduce.h"
+#include "star.h"
 
 #define IN_CAP (2 * (MSG_HEADER_SIZE + MSG_MAX_BODY))
 #define OUT_LIMIT (64 << 10) /* unread replies before we stop reading */
@@ -643,6 +644,8 @@ static void do_status(session *s, const msg_status_req *m)
     links_stats ls;
     ring_get_stats(l->ring, &rs);
     links_get_stats(lk, &ls);
+    const star *sr = ring_star(l->ring);
+    if (sr) star_get_link_stats(sr, &ls);
     int n = (int)c->n_hosts;
     msg_status st = {.id = m->id,
                      .host_index = (uint32_t)l->me,
@@ -660,6 +663,7 @@ static void do_status(session *s, const msg_status_req *m)
     /* Links report LINK_* states; the wire has its own, simpler set. */
     static const uint8_t wire[] = {MSG_LINK_DOWN, MSG_LINK_CONNECTING, MSG_LINK_CONNECTING,
                                    MSG_LINK_UP, MSG_LINK_SELF};
+    if (sr) st.left_state = st.right_state = (uint8_t)star_state(sr);
     st.left_state = wire[st.left_state];
     st.right_state = wire[st.right_state];
     for (int i = 0; i < l->local_size; i++)
