@@ -91,7 +91,7 @@ struct ring {
     const cfg *cfg;
     int me, n;
     links *links;
-    star *star; /* algorithm: star runs the jobs instead; links stay idle */
+    star *star;             /* algorithm: star runs the jobs instead; links stay idle */
     ring_job *head, *tail;  /* queue, in submission order; the running jobs first */
     ring_job *next_start;   /* the first queued job not started yet */
     active act[MAX_ACTIVE]; /* running collectives: a circular buffer in seq order */
