@@ -395,3 +395,47 @@ Test(star, a_lost_leaf_fails_the_collective_naming_it_and_the_rest_go_on)
     pthread_mutex_destroy(&j.mu);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
+
+/* ---- ranks that disagree ---- */
+
+static char mismatch_msg[3][1024];
+
+static int count_differs(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        return -1;
+    }
+    static float x[3][20000];
+    /* h2 (a leaf) has one element fewer; 20000 floats are 20 segments. */
+    size_t count = idx == 2 ? 19999 : 20000;
+    int rc = ringd_allreduce(c, x[idx], count, RINGD_FLOAT32, RINGD_SUM);
+    const char *msg = ringd_last_error(c);
+    snprintf(mismatch_msg[idx], sizeof mismatch_msg[idx], "%s", msg);
+    if (rc != RINGD_EMISMATCH || !strstr(msg, "differs between ranks") || !strstr(msg, "h2"))
+        job_fail(j, "rank %d: got %d (%s), expected RINGD_EMISMATCH naming h2", idx, rc, msg);
+    /* The star goes on with the next collective. */
+    if (ringd_barrier(c) < 0) job_fail(j, "barrier: rank %d: %s", idx, ringd_last_error(c));
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(star, ranks_that_disagree_fail_on_every_rank_with_the_same_message_and_the_star_goes_on)
+{
+    cr_assert_eq(
+        harness_init(&H, 3, "algorithm: star\ncollective_timeout: 20s\nsegment_size: 4KiB\n"), 0,
+        "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("star-mismatch"), 30), 0, "%s", H.err);
+    job j = {.n = 3};
+    pthread_mutex_init(&j.mu, NULL);
+    int rc = harness_run_threads(&H, 3, count_differs, &j, 60000);
+    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+    for (int i = 1; i < 3; i++)
+        cr_expect_str_eq(mismatch_msg[i], mismatch_msg[0],
+                         "rank %d's message differs from rank 0's", i);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
