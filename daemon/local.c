@@ -672,6 +672,11 @@ static void do_status(session *s, const msg_status_req *m)
     snprintf(st.host, sizeof st.host, "%s", c->hosts[l->me].name);
     snprintf(st.left, sizeof st.left, "%s", c->hosts[(l->me + n - 1) % n].name);
     snprintf(st.right, sizeof st.right, "%s", c->hosts[(l->me + 1) % n].name);
+    if (sr) {
+        /* A star host's one peer that matters is the root. */
+        snprintf(st.left, sizeof st.left, "%s", c->hosts[c->star_root_index].name);
+        snprintf(st.right, sizeof st.right, "%s", c->hosts[c->star_root_index].name);
+    }
     snprintf(st.last_error, sizeof st.last_error, "%s", rs.last_error);
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     queue_out(s, buf, msg_encode_status(buf, sizeof buf, &st));

@@ -913,7 +913,8 @@ static void conn_close(conn *c, const char *why)
     const cfg_host *h = &s->cfg->hosts[c->host];
     if (!is_root(s)) s->run.reading = 0; /* the payload will not arrive */
     if (was_up) {
-        log_warn("connection %s star root %s lost: %s", is_root(s) ? "from" : "to", h->name, why);
+        log_warn("connection %s %s lost: %s", is_root(s) ? "from star leaf" : "to star root",
+                 h->name, why);
         if (s->run.job)
             fail_run(s, c->host, RINGD_ERING, "%s #%" PRIu64 " failed: lost host %s (%s): %s",
                      s->run.job->label, s->run.job->seq, h->name, h->address, why);
