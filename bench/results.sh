@@ -3,7 +3,7 @@
 # bench/run.sh, one at a time, and keeps every output in DIR.
 #
 #   bench/results.sh DIR [PART...]
-#       PART: sweep4 sweep8 scaling segments latency cpu (default: all)
+#       PART: sweep4 sweep8 scaling star segments latency cpu (default: all)
 #
 # The machine may be shared: before each run it waits (at most 3 minutes)
 # for the 1-minute load average to fall under $RESULTS_MAX_LOAD (default 2),
@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: results.sh DIR [PART...]}
 shift
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(sweep4 sweep8 scaling segments latency cpu)
+[ ${#parts[@]} -gt 0 ] || parts=(sweep4 sweep8 scaling star segments latency cpu)
 mkdir -p "$out"
 max_load=${RESULTS_MAX_LOAD:-2}
 
@@ -45,6 +45,10 @@ for part in "${parts[@]}"; do
                     --iters 5 --budget 30
             done
         done
+        ;;
+    star)
+        # Ring against the star baseline, N = 2..8 at 64 MiB: its own table.
+        "$here/scaling.sh" "$out/star" | tee "$out/star.md"
         ;;
     segments)
         for rep in 1 2; do

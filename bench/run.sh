@@ -12,6 +12,7 @@
 #       least-squares fit time = a + b x hops (a ring allreduce is 2(N-1) hops)
 #
 # Options:
+#   --algorithm ALG       algorithm of the daemons: ring (default) or star
 #   --segment SIZE        segment_size of the daemons (default: ringd's)
 #   --socket-buffer SIZE  socket_buffer of the daemons (default: ringd's)
 #   --no-iperf            skip the iperf3 goodput measurement
@@ -38,12 +39,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../tests/netns/testbed.sh
 source "$root/tests/netns/testbed.sh"
 
-n=4 rate=1gbit latency=0 iperf=1 segment="" sockbuf="" perf_out="" keep=""
+n=4 rate=1gbit latency=0 iperf=1 segment="" sockbuf="" perf_out="" keep="" algorithm=""
 bench_args=()
 pos=0
 while [ $# -gt 0 ]; do
     case $1 in
     --latency) latency=1 ;;
+    --algorithm) algorithm=$2; shift ;;
     --segment) segment=$2; shift ;;
     --socket-buffer) sockbuf=$2; shift ;;
     --no-iperf) iperf=0 ;;
@@ -146,6 +148,15 @@ cpu_ticks() {
     echo "$sum"
 }
 
+# TX bytes of eth0 of hosts 0..$1-1 of the testbed, on one line.
+tx_bytes() {
+    local i out=()
+    for ((i = 0; i < $1; i++)); do
+        out+=("$(ip netns exec "$(tb_ns "$i")" cat /sys/class/net/eth0/statistics/tx_bytes)")
+    done
+    echo "${out[*]}"
+}
+
 # Busy and total CPU ticks of the machine (all cores), from /proc/stat.
 machine_ticks() {
     awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
@@ -168,6 +179,7 @@ run_one() {
     {
         echo "cluster: bench"
         echo "collective_timeout: 30m"
+        [ -z "$algorithm" ] || echo "algorithm: $algorithm"
         [ -z "$segment" ] || echo "segment_size: $segment"
         [ -z "$sockbuf" ] || echo "socket_buffer: $sockbuf"
         [ -z "${RINGD_EXTRA_YAML:-}" ] || printf '%s\n' "$RINGD_EXTRA_YAML"
@@ -178,7 +190,7 @@ run_one() {
             echo "    socket: $dir/h$i.sock"
         done
     } >"$dir/ringd.yaml"
-    echo "# ringd.yaml: segment_size ${segment:-default}, socket_buffer ${sockbuf:-default}"
+    echo "# ringd.yaml: algorithm ${algorithm:-ring}, segment_size ${segment:-default}, socket_buffer ${sockbuf:-default}"
     for ((i = 0; i < hosts; i++)); do
         rm -f "$dir/h$i.sock"
         # `ip netns exec` execs the command: $! is the daemon itself.
@@ -199,7 +211,8 @@ run_one() {
         perf record -q -g -o "$perf_out" -p "${daemons[0]}" 2>"$dir/perf.log" &
         perf_pid=$!
     fi
-    local cpu0 t0 t1 m0 load0
+    local cpu0 t0 t1 m0 load0 tx0
+    tx0=$(tx_bytes "$hosts")
     load0=$(cut -d' ' -f1 /proc/loadavg)
     m0=$(machine_ticks)
     cpu0=$(cpu_ticks "${daemons[@]}")
@@ -211,7 +224,8 @@ run_one() {
     done
     for i in "${!pids[@]}"; do wait "${pids[$i]}" || status=1; done
     t1=$(date +%s.%N)
-    local cpu1 m1
+    local cpu1 m1 tx1
+    tx1=$(tx_bytes "$hosts")
     cpu1=$(cpu_ticks "${daemons[@]}")
     m1=$(machine_ticks)
     if [ -n "$perf_pid" ]; then
@@ -236,6 +250,18 @@ run_one() {
         if (b >= 1e8) printf "; %.3f CPU s per GB reduced (%.3f GB)", s / (b / 1e9), b / 1e9
         else if (r > 0) printf "; %.0f CPU us per allreduce (all daemons)", s * 1e6 / r
         printf "\n" }'
+    # What each host put on the wire (eth0 TX: frames with their headers)
+    # per allreduce of the benchmark; the line-up allreduces add ~100 B.
+    echo "$tx0 $tx1" | awk -v r="${runs:-0}" -v n="$hosts" '{
+        if (r == 0) exit
+        printf "# wire bytes sent per allreduce (eth0 TX / %d allreduces):", r
+        max = 0
+        for (i = 1; i <= n; i++) {
+            d = ($(n + i) - $i) / r
+            printf " h%d %.0f", i - 1, d
+            if (d > max) { max = d; h = i - 1 }
+        }
+        printf "; busiest h%d %.0f\n", h, max }'
     echo "$m0 $m1" | awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v l0="$load0" \
         -v l1="$(cut -d' ' -f1 /proc/loadavg)" '{
         printf "# machine: %.1f of %.1f CPU s busy during the run, %.1f s of it not the daemons", \

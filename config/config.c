@@ -58,7 +58,7 @@ struct key {
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
     parse_hosts, parse_address, parse_path, parse_checksum, parse_listen, parse_mode, parse_id,
-    parse_id_list;
+    parse_id_list, parse_algorithm;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -85,6 +85,8 @@ static const struct key top_keys[] = {
     {"socket_group", parse_id, false, FIELD(cfg, socket_group), 0, 0},
     {"allowed_uids", parse_id_list, false, FIELD(cfg, allowed_uids), 0, 0},
     {"allowed_gids", parse_id_list, false, FIELD(cfg, allowed_gids), 0, 0},
+    {"algorithm", parse_algorithm, false, FIELD(cfg, algorithm), 0, 0},
+    {"star_root", parse_name, false, FIELD(cfg, star_root), 0, 0},
 };
 
 static const struct key host_keys[] = {
@@ -394,6 +396,18 @@ static int parse_log_level(ctx *x, void *obj, const struct key *k, yaml_node_t *
             *(cfg_log_level *)field(obj, k) = (cfg_log_level)i;
             return 0;
         }
+    }
+    return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+}
+
+static int parse_algorithm(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp) {
+    static const char expected[] = "one of ring, star";
+    const char *s = scalar(x, v, kp, expected);
+    if (!s)
+        return -1;
+    if (strcmp(s, "ring") == 0 || strcmp(s, "star") == 0) {
+        *(cfg_algorithm *)field(obj, k) = s[0] == 'r' ? CFG_ALG_RING : CFG_ALG_STAR;
+        return 0;
     }
     return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
 }
@@ -748,7 +762,16 @@ static int finish(ctx *x, yaml_node_t **found)
         return fail(x, iv->start_mark, "heartbeat_interval",
                     "expected at most half of heartbeat_timeout (%s), got %s", b, describe(x, iv));
     }
-    if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET))) return fail_oom(x);
+    if (c->star_root) {
+        c->star_root_index = cfg_host_index(c, c->star_root);
+        if (c->star_root_index < 0) {
+            yaml_node_t *n = found_node(found, top_keys, N_TOP, "star_root");
+            return fail(x, n->start_mark, "star_root", "expected the name of a host in hosts, got %s",
+                        describe(x, n));
+        }
+    }
+    if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET)))
+        return fail_oom(x);
     for (size_t i = 0; i < c->n_hosts; i++) {
         cfg_host *h = &c->hosts[i];
         if (!h->socket && !(h->socket = strdup(c->socket))) return fail_oom(x);
@@ -919,6 +942,8 @@ void cfg_free(cfg *c)
     free(c->secret_file);
     free(c->metrics);
     c->metrics = NULL;
+    free(c->star_root);
+    c->star_root = NULL;
     c->hosts = NULL;
     c->n_hosts = 0;
     c->path = c->cluster = c->socket = c->secret_file = NULL;

@@ -20,6 +20,10 @@
 
 typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
 
+/* How the daemons run collectives: the ring, or the star baseline (one
+ * host, star_root, collects, reduces and sends back). */
+typedef enum { CFG_ALG_RING = 0, CFG_ALG_STAR } cfg_algorithm;
+
 typedef struct {
     char *name;
     char *address; /* as written: "10.0.0.7:7701", "[::1]:7701", "node3:7701" */
@@ -80,6 +84,9 @@ typedef struct {
     cfg_id socket_group;      /* socket_group: group owning the socket; value NULL: the daemon's */
     cfg_id_list allowed_uids; /* allowed_uids: peers (SO_PEERCRED) allowed; empty: anyone */
     cfg_id_list allowed_gids; /* allowed_gids: the same by primary group; a peer in either passes */
+    cfg_algorithm algorithm;  /* algorithm: ring or star; default ring */
+    char *star_root;          /* star_root: a host name; default the first host */
+    int star_root_index;      /* its index in hosts */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line

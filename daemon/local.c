@@ -34,6 +34,7 @@
 #include "perm.h"
 #include "proto/msg.h"
 #include "reduce.h"
+#include "star.h"
 
 #define IN_CAP (2 * (MSG_HEADER_SIZE + MSG_MAX_BODY))
 #define OUT_LIMIT (64 << 10) /* unread replies before we stop reading */
@@ -675,6 +676,8 @@ static void do_status(session *s, const msg_status_req *m)
     links_stats ls;
     ring_get_stats(l->ring, &rs);
     links_get_stats(lk, &ls);
+    const star *sr = ring_star(l->ring);
+    if (sr) star_get_link_stats(sr, &ls);
     int n = (int)c->n_hosts;
     msg_status st = {.id = m->id,
                      .host_index = (uint32_t)l->me,
@@ -692,6 +695,7 @@ static void do_status(session *s, const msg_status_req *m)
     /* Links report LINK_* states; the wire has its own, simpler set. */
     static const uint8_t wire[] = {MSG_LINK_DOWN, MSG_LINK_CONNECTING, MSG_LINK_CONNECTING,
                                    MSG_LINK_UP, MSG_LINK_SELF};
+    if (sr) st.left_state = st.right_state = (uint8_t)star_state(sr);
     st.left_state = wire[st.left_state];
     st.right_state = wire[st.right_state];
     for (int i = 0; i < l->local_size; i++)
@@ -700,6 +704,11 @@ static void do_status(session *s, const msg_status_req *m)
     snprintf(st.host, sizeof st.host, "%s", c->hosts[l->me].name);
     snprintf(st.left, sizeof st.left, "%s", c->hosts[(l->me + n - 1) % n].name);
     snprintf(st.right, sizeof st.right, "%s", c->hosts[(l->me + 1) % n].name);
+    if (sr) {
+        /* A star host's one peer that matters is the root. */
+        snprintf(st.left, sizeof st.left, "%s", c->hosts[c->star_root_index].name);
+        snprintf(st.right, sizeof st.right, "%s", c->hosts[c->star_root_index].name);
+    }
     snprintf(st.last_error, sizeof st.last_error, "%s", rs.last_error);
     if (l->rates) rates_get(l->rates, &st.rate_in, &st.rate_out);
     st.waits = rs.waits;

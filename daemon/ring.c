@@ -67,6 +67,7 @@
 
 #include "log.h"
 #include "reduce.h"
+#include "star.h"
 
 #define TICK_MS 100   /* granularity of collective deadlines */
 #define MAX_ABORTS 8  /* aborts remembered for collectives not started here yet */
@@ -100,6 +101,7 @@ struct ring {
     const cfg *cfg;
     int me, n;
     links *links;
+    star *star;             /* algorithm: star runs the jobs instead; links stay idle */
     ring_job *head, *tail;  /* queue, in submission order; the running jobs first */
     ring_job *next_start;   /* the first queued job not started yet */
     active act[MAX_ACTIVE]; /* running collectives: a circular buffer in seq order */
@@ -942,6 +944,7 @@ int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me)
     static const links_callbacks cb = {on_up,   on_down,  on_data,  on_payload,
                                        on_sent, on_abort, on_epoch, on_ready};
     if (rc == 0) rc = links_new(&r->links, loop, c, me, &cb, r);
+    if (rc == 0 && c->algorithm == CFG_ALG_STAR) rc = star_new(&r->star, loop, c, me);
     if (rc < 0) {
         for (int k = 0; k < MAX_ACTIVE; k++)
             free(r->act[k].recv_off);
@@ -961,11 +964,16 @@ void ring_set_key(ring *r, const auth_key *key)
 
 int ring_start(ring *r, char *err, size_t errlen)
 {
+    if (r->star) return star_start(r->star, err, errlen);
     return links_start(r->links, err, errlen);
 }
 
 void ring_submit(ring *r, ring_job *j)
 {
+    if (r->star) {
+        star_submit(r->star, j);
+        return;
+    }
     j->next = NULL;
     if (r->tail)
         r->tail->next = j;
@@ -1012,11 +1020,22 @@ static void on_links_closed(void *data)
     uv_close((uv_handle_t *)&r->tick, on_tick_closed);
 }
 
+static void on_star_closed(void *data)
+{
+    ring *r = data;
+    r->star = NULL;
+    links_close(r->links, on_links_closed, r);
+}
+
 void ring_close(ring *r, int status, const char *message, void (*done)(void *), void *data)
 {
     r->closing = 1;
     r->done = done;
     r->done_data = data;
+    if (r->star) {
+        star_close(r->star, status, message, on_star_closed, r);
+        return;
+    }
     for (int k = 0; k < r->n_act; k++) {
         active *a = slot(r, k);
         fail_here(a, status, "%s", message);
@@ -1035,7 +1054,15 @@ const links *ring_links(const ring *r)
     return r->links;
 }
 
+const star *ring_star(const ring *r)
+{
+    return r->star;
+}
+
 void ring_get_stats(const ring *r, ring_stats *out)
 {
-    *out = r->stats;
+    if (r->star)
+        star_get_stats(r->star, out);
+    else
+        *out = r->stats;
 }

@@ -114,6 +114,11 @@ void ring_close(ring *r, int status, const char *message, void (*done)(void *), 
 
 const links *ring_links(const ring *r);
 
+/* The star engine when the config says algorithm: star (it then runs every
+ * job, and the links stay idle), else NULL. */
+struct star;
+const struct star *ring_star(const ring *r);
+
 /* How messages name a collective: "allreduce", "?" for an unknown kind; and
  * "allreduce of 1000 x float32 sum", "broadcast of 10 x int8 from rank 2". */
 const char *ring_coll_name(int kind);

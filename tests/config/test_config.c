@@ -78,6 +78,9 @@ Test(config, example_file_parses_with_the_documented_values) {
     cr_assert_eq(c.fusion_threshold_bytes, 4 << 20);
     cr_assert_eq(c.fusion_max, 32);
     cr_assert_eq(c.log_level, CFG_LOG_INFO);
+    cr_assert_eq(c.algorithm, CFG_ALG_RING);
+    cr_assert_null(c.star_root);
+    cr_assert_eq(c.star_root_index, 0);
     cfg_free(&c);
 }
 
@@ -693,4 +696,24 @@ Test(config, rejects_more_than_the_maximum_number_of_allowed_ids) {
         n += (size_t)snprintf(yaml + n, sizeof yaml - n, "%s%d", i ? ", " : "", i);
     snprintf(yaml + n, sizeof yaml - n, "]\n");
     expect_rejected(yaml, "5:15: allowed_uids: expected at most 64 entries, got 65");
+}
+
+Test(config, algorithm_is_ring_or_star_with_a_root_among_the_hosts) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_eq(c.algorithm, CFG_ALG_RING);
+    cr_assert_eq(c.star_root_index, 0);
+    cfg_free(&c);
+    c = parse_ok("cluster: demo\nalgorithm: star\nstar_root: b\nhosts:\n"
+                 "  - name: a\n    address: 10.0.0.1:7701\n"
+                 "  - name: b\n    address: 10.0.0.2:7701\n");
+    cr_assert_eq(c.algorithm, CFG_ALG_STAR);
+    cr_assert_str_eq(c.star_root, "b");
+    cr_assert_eq(c.star_root_index, 1);
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "algorithm: ring\n");
+    cr_assert_eq(c.algorithm, CFG_ALG_RING);
+    cfg_free(&c);
+    expect_rejected(MINIMAL "algorithm: tree\n", "5:12: algorithm: expected one of ring, star, got \"tree\"");
+    expect_rejected(MINIMAL "algorithm: star\nstar_root: z\n",
+                    "6:12: star_root: expected the name of a host in hosts, got \"z\"");
 }

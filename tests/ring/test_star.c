@@ -1,0 +1,441 @@
+/*
+ * test_star.c - `algorithm: star`: one host collects, reduces and sends
+ * back. Real daemons, real clients, one thread per rank.
+ *
+ * Every allreduce is checked bit for bit on every rank: against an exact
+ * reference for small integer inputs (every dtype and op, sizes 0, 1, odd
+ * and many segments), and for float inputs that round, against a reference
+ * that adds in the star's order (the root's value, then the others in host
+ * order), which is also what makes every rank's bits the same.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ringd.h"
+#include "tests/harness/harness.h"
+
+/* 4 KiB segments: 5003 int64 elements take 10 of them, more than the
+ * root's window of 4 per leaf. */
+#define YAML "algorithm: star\ncollective_timeout: 30s\nsegment_size: 4KiB\n"
+
+static harness H;
+
+static void setup(void)
+{
+    harness_reset(&H);
+}
+
+static void teardown(void)
+{
+    harness_cleanup(&H);
+}
+
+TestSuite(star, .init = setup, .fini = teardown, .timeout = 600);
+
+typedef struct {
+    int n, root;
+    atomic_int failures;
+    char first_failure[1024];
+    pthread_mutex_t mu;
+} job;
+
+static void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void job_fail(job *j, const char *fmt, ...)
+{
+    pthread_mutex_lock(&j->mu);
+    if (atomic_fetch_add(&j->failures, 1) == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(j->first_failure, sizeof j->first_failure, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+static int is_float(ringd_dtype t)
+{
+    return t >= RINGD_FLOAT16;
+}
+
+/* Stores the small integer v (|v| <= 255) as element i of buf. */
+static void put(ringd_dtype t, void *buf, size_t i, int64_t v)
+{
+    switch (t) {
+    case RINGD_INT8:
+        ((int8_t *)buf)[i] = (int8_t)v;
+        break;
+    case RINGD_UINT8:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    case RINGD_INT32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case RINGD_INT64:
+        ((int64_t *)buf)[i] = v;
+        break;
+    case RINGD_FLOAT32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case RINGD_FLOAT64:
+        ((double *)buf)[i] = (double)v;
+        break;
+    case RINGD_FLOAT16: {
+        uint16_t h = 0;
+        if (v != 0) {
+            uint64_t a = (uint64_t)(v < 0 ? -v : v);
+            int e = 63 - __builtin_clzll(a);
+            h = (uint16_t)(((v < 0) << 15) | ((e + 15) << 10) | ((a << (10 - e)) & 0x3ff));
+        }
+        ((uint16_t *)buf)[i] = h;
+        break;
+    }
+    case RINGD_BFLOAT16: {
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Rank r's input at i, chosen so that every result is exact. */
+static int64_t input(ringd_dtype t, ringd_op op, int r, int n, size_t i)
+{
+    if (op == RINGD_PROD) return (size_t)r == i % (size_t)n ? 2 : ((size_t)r + i) % 2 ? -1 : 1;
+    int64_t v = (int64_t)((r + 1) * (i % 13 + 1) % 7) - 3;
+    if (t == RINGD_UINT8) v += 3;
+    if (op == RINGD_MEAN) v *= n;
+    if (op == RINGD_WMEAN) v = (int64_t)(i % 5) - 2; /* equal on every rank */
+    return v;
+}
+
+static int64_t reduce_ref(ringd_dtype t, ringd_op op, int n, size_t i)
+{
+    int64_t acc = input(t, op, 0, n, i);
+    for (int r = 1; r < n; r++) {
+        int64_t v = input(t, op, r, n, i);
+        if (op == RINGD_SUM || op == RINGD_MEAN) acc += v;
+        if (op == RINGD_PROD) acc *= v;
+        if (op == RINGD_MIN) acc = v < acc ? v : acc;
+        if (op == RINGD_MAX) acc = v > acc ? v : acc;
+    }
+    return op == RINGD_MEAN ? acc / n : acc;
+}
+
+static int check(job *j, const char *what, int rank, const void *got, const void *want,
+                 size_t bytes)
+{
+    if (memcmp(got, want, bytes) == 0) return 0;
+    size_t k = 0;
+    while (((const uint8_t *)got)[k] == ((const uint8_t *)want)[k])
+        k++;
+    job_fail(j, "%s: rank %d: byte %zu of %zu differs from the reference", what, rank, k, bytes);
+    return -1;
+}
+
+static const ringd_dtype dtypes[] = {RINGD_INT8,    RINGD_UINT8,    RINGD_INT32,   RINGD_INT64,
+                                     RINGD_FLOAT16, RINGD_BFLOAT16, RINGD_FLOAT32, RINGD_FLOAT64};
+static const size_t counts[] = {0, 1, 7, 1031, 5003};
+
+/* A float input that rounds when added: sums depend on the order. */
+static double rough(int r, size_t i)
+{
+    return sin((double)r * 7919.0 + (double)i) * 1e3 / (1.0 + (double)(i % 17));
+}
+
+static int every_dtype_op_and_size(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        return -1;
+    }
+    int r = ringd_rank(c), n = ringd_size(c);
+    size_t max = 5003;
+    uint8_t *buf = ringd_alloc(c, max * 8), *plain = malloc(max * 8), *want = malloc(max * 8);
+    char what[160];
+    if (n != j->n) job_fail(j, "rank %d: size %d, expected %d", r, n, j->n);
+
+    for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes && buf; d++) {
+        ringd_dtype t = dtypes[d];
+        size_t es = ringd_dtype_size(t);
+        for (ringd_op op = RINGD_SUM; op < RINGD_OP_COUNT; op++) {
+            if ((op == RINGD_MEAN || op == RINGD_WMEAN) && !is_float(t)) continue;
+            for (size_t s = 0; s < sizeof counts / sizeof *counts; s++) {
+                size_t count = counts[s];
+                /* Alternate shared and plain memory. */
+                uint8_t *b = (d + s) % 2 ? plain : buf;
+                for (size_t i = 0; i < count; i++) {
+                    put(t, b, i, input(t, op, r, n, i));
+                    put(t, want, i, reduce_ref(t, op, n, i));
+                }
+                ringd_collective ar = {.kind = RINGD_COLL_ALLREDUCE,
+                                       .buf = b,
+                                       .count = count,
+                                       .dtype = t,
+                                       .op = op,
+                                       .weight = r + 1.0};
+                snprintf(what, sizeof what, "allreduce of %zu x %s %s", count, ringd_dtype_name(t),
+                         ringd_op_name(op));
+                if (ringd_run(c, &ar) < 0)
+                    job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+                else
+                    check(j, what, r, b, want, count * es);
+            }
+        }
+    }
+
+    /* Rounding inputs: the sum in the root's order, the root first. */
+    for (int f = 0; f < 2 && buf; f++) {
+        size_t count = 5003;
+        for (size_t i = 0; i < count; i++) {
+            double acc64 = rough(j->root, i);
+            float acc32 = (float)rough(j->root, i);
+            for (int h = 0; h < n; h++) {
+                if (h == j->root) continue;
+                acc64 += rough(h, i);
+                acc32 += (float)rough(h, i);
+            }
+            if (f) {
+                ((double *)buf)[i] = rough(r, i);
+                ((double *)want)[i] = acc64;
+            } else {
+                ((float *)buf)[i] = (float)rough(r, i);
+                ((float *)want)[i] = acc32;
+            }
+        }
+        ringd_dtype t = f ? RINGD_FLOAT64 : RINGD_FLOAT32;
+        snprintf(what, sizeof what, "allreduce of rounding %s", ringd_dtype_name(t));
+        if (ringd_allreduce(c, buf, count, t, RINGD_SUM) < 0)
+            job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+        else
+            check(j, what, r, buf, want, count * ringd_dtype_size(t));
+    }
+
+    if (ringd_barrier(c) < 0) job_fail(j, "barrier: rank %d: %s", r, ringd_last_error(c));
+
+    /* The other collectives are refused, the same way on every rank, and
+     * the star goes on. */
+    int rc = ringd_broadcast(c, buf, 10, RINGD_INT32, 0);
+    if (rc != RINGD_EINVAL ||
+        !strstr(ringd_last_error(c), "algorithm star supports allreduce and barrier only"))
+        job_fail(j, "broadcast: rank %d: %s (%d), expected RINGD_EINVAL", r, ringd_last_error(c),
+                 rc);
+    if (ringd_barrier(c) < 0) job_fail(j, "barrier: rank %d: %s", r, ringd_last_error(c));
+
+    free(plain);
+    free(want);
+    ringd_free(c, buf);
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+static void run_star(int n, int root, const char *extra)
+{
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, "%s%s", YAML, extra);
+    cr_assert_eq(harness_init(&H, n, yaml), 0, "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("star"), 50), 0, "%s", H.err);
+    job j = {.n = n, .root = root};
+    pthread_mutex_init(&j.mu, NULL);
+    int rc = harness_run_threads(&H, n, every_dtype_op_and_size, &j, 300000);
+    cr_expect_eq(atomic_load(&j.failures), 0, "N=%d: %s", n, j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+Test(star, allreduce_is_exact_on_every_rank_with_1_host)
+{
+    run_star(1, 0, "");
+}
+
+Test(star, allreduce_is_exact_on_every_rank_with_2_hosts)
+{
+    run_star(2, 0, "");
+}
+
+Test(star, allreduce_is_exact_on_every_rank_with_3_hosts)
+{
+    run_star(3, 0, "");
+}
+
+Test(star, allreduce_is_exact_on_every_rank_with_4_hosts)
+{
+    run_star(4, 0, "");
+}
+
+Test(star, the_root_may_be_any_host_and_reduces_its_own_value_first)
+{
+    run_star(3, 2, "star_root: h2\n");
+}
+
+/* ---- a host that is not up ---- */
+
+static int times_out(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        return -1;
+    }
+    float x[100] = {0};
+    int64_t t0 = harness_now_ms();
+    int rc = ringd_allreduce(c, x, 100, RINGD_FLOAT32, RINGD_SUM);
+    int64_t took = harness_now_ms() - t0;
+    const char *msg = ringd_last_error(c);
+    if (rc != RINGD_ETIMEDOUT)
+        job_fail(j, "rank %d: got %d (%s), expected RINGD_ETIMEDOUT", idx, rc, msg);
+    else if (idx == 0 && !strstr(msg, "host h2"))
+        job_fail(j, "rank 0: the message does not name host h2: %s", msg);
+    else if (took > 10000)
+        job_fail(j, "rank %d: failed after %lld ms, the deadline is 1 s", idx, (long long)took);
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+static int allreduce_ok(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        return -1;
+    }
+    int64_t x[3000];
+    for (int i = 0; i < 3000; i++)
+        x[i] = idx * 1000 + i;
+    int rc = ringd_allreduce(c, x, 3000, RINGD_INT64, RINGD_SUM);
+    if (rc < 0) job_fail(j, "rank %d: %s", idx, ringd_last_error(c));
+    for (int i = 0; i < 3000 && rc == 0; i++)
+        if (x[i] != 3000 + 3 * i) {
+            job_fail(j, "rank %d: element %d is %lld, expected %d", idx, i, (long long)x[i],
+                     3000 + 3 * i);
+            break;
+        }
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(star, a_host_that_is_not_up_makes_the_collective_time_out_then_it_joins)
+{
+    cr_assert_eq(harness_init(&H, 3,
+                              "algorithm: star\ncollective_timeout: 1s\nsegment_size: 4KiB\n"
+                              "backoff_max: 200ms\n"),
+                 0, "%s", H.err);
+    int order[] = {0, 1};
+    cr_assert_eq(harness_start_in_order(&H, order, NULL, 2), 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, 0, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, 1, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    job j = {.n = 3};
+    pthread_mutex_init(&j.mu, NULL);
+    int rc = harness_run_threads(&H, 2, times_out, &j, 60000);
+    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+
+    /* The missing host comes: the star forms and works. */
+    cr_assert_eq(harness_spawn(&H, 2), 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, 2, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    rc = harness_run_threads(&H, 3, allreduce_ok, &j, 60000);
+    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+/* ---- a host that goes away ---- */
+
+Test(star, a_lost_leaf_fails_the_collective_naming_it_and_the_rest_go_on)
+{
+    cr_assert_eq(harness_init(&H, 3,
+                              "algorithm: star\ncollective_timeout: 20s\n"
+                              "backoff_max: 200ms\n"),
+                 0, "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("star-lost"), 0), 0, "%s", H.err);
+    job j = {.n = 3};
+    pthread_mutex_init(&j.mu, NULL);
+    cr_assert_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.first_failure);
+
+    /* Ranks 0 and 1 start an allreduce that h2 never joins: h2 dies. */
+    ringd_client *c[2];
+    ringd_request *req[2];
+    static float x[2][1000];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(ringd_connect(H.d[i].socket, &c[i]), 0, "%s", ringd_last_error(NULL));
+        cr_assert_eq(ringd_iallreduce(c[i], x[i], 1000, RINGD_FLOAT32, RINGD_SUM, &req[i]), 0, "%s",
+                     ringd_last_error(c[i]));
+    }
+    harness_sleep_ms(300); /* the scenario: both have submitted */
+    kill(H.d[2].pid, SIGKILL);
+    for (int i = 0; i < 2; i++) {
+        int rc = ringd_wait(req[i], 30000);
+        cr_expect_eq(rc, RINGD_ERING, "rank %d: %d: %s", i, rc, ringd_last_error(c[i]));
+        cr_expect(strstr(ringd_last_error(c[i]), "h2") != NULL, "rank %d: %s", i,
+                  ringd_last_error(c[i]));
+        ringd_close(c[i]);
+    }
+
+    /* h2 comes back, falls in step with the root, and the star works. */
+    int spawned = -1;
+    for (int t = 0; t < 500 && (spawned = harness_spawn(&H, 2)) < 0; t++)
+        harness_sleep_ms(10); /* until the killed one is reaped */
+    cr_assert_eq(spawned, 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, 2, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    cr_expect_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.first_failure);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+/* ---- ranks that disagree ---- */
+
+static char mismatch_msg[3][1024];
+
+static int count_differs(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        return -1;
+    }
+    static float x[3][20000];
+    /* h2 (a leaf) has one element fewer; 20000 floats are 20 segments. */
+    size_t count = idx == 2 ? 19999 : 20000;
+    int rc = ringd_allreduce(c, x[idx], count, RINGD_FLOAT32, RINGD_SUM);
+    const char *msg = ringd_last_error(c);
+    snprintf(mismatch_msg[idx], sizeof mismatch_msg[idx], "%s", msg);
+    if (rc != RINGD_EMISMATCH || !strstr(msg, "differs between ranks") || !strstr(msg, "h2"))
+        job_fail(j, "rank %d: got %d (%s), expected RINGD_EMISMATCH naming h2", idx, rc, msg);
+    /* The star goes on with the next collective. */
+    if (ringd_barrier(c) < 0) job_fail(j, "barrier: rank %d: %s", idx, ringd_last_error(c));
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(star, ranks_that_disagree_fail_on_every_rank_with_the_same_message_and_the_star_goes_on)
+{
+    cr_assert_eq(
+        harness_init(&H, 3, "algorithm: star\ncollective_timeout: 20s\nsegment_size: 4KiB\n"), 0,
+        "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("star-mismatch"), 30), 0, "%s", H.err);
+    job j = {.n = 3};
+    pthread_mutex_init(&j.mu, NULL);
+    int rc = harness_run_threads(&H, 3, count_differs, &j, 60000);
+    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+    for (int i = 1; i < 3; i++)
+        cr_expect_str_eq(mismatch_msg[i], mismatch_msg[0],
+                         "rank %d's message differs from rank 0's", i);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
