@@ -780,7 +780,16 @@ static void conn_close(conn *c, const char *why)
     switch (c->role) {
     case CONN_PENDING:
         unlink_pending(l, c);
-        if (!c->refusing) log_debug("dropped connection from %s: %s", c->peer, why);
+        if (!c->refusing && !l->closing) {
+            /* A stranger's bytes: said once a minute at warn, every time at
+             * debug, so a port scanner cannot flood the log. */
+            char note[96];
+            if (refusal_log_ok(l, note, sizeof note))
+                log_warn("dropped connection from %s before its handshake: %s%s", c->peer, why,
+                         note);
+            else
+                log_debug("dropped connection from %s before its handshake: %s", c->peer, why);
+        }
         break;
     case CONN_LEFT: {
         l->l = NULL;

@@ -81,15 +81,20 @@ Test(config, example_file_parses_with_the_documented_values) {
     cr_assert_eq(c.algorithm, CFG_ALG_RING);
     cr_assert_null(c.star_root);
     cr_assert_eq(c.star_root_index, 0);
+    cr_assert_eq(c.heartbeat_interval_ms, 1000);
+    cr_assert_eq(c.heartbeat_timeout_ms, 5000);
+    cr_assert_null(c.secret_file);
+    cr_assert(c.checksum);
     cfg_free(&c);
 }
 
 Test(config, never_fails_badly_on_any_truncation_of_the_example) {
     FILE *f = fopen(RINGD_SOURCE_DIR "/deploy/ringd.example.yaml", "rb");
     cr_assert_not_null(f);
-    static char text[16384];
+    static char text[65536];
     size_t len = fread(text, 1, sizeof text, f);
     fclose(f);
+    cr_assert_lt(len, sizeof text, "the example outgrew this test's buffer");
     for (size_t n = 0; n <= len; n++) {
         cfg c;
         if (cfg_parse("t.yaml", text, n, &c, err, sizeof err) == 0)
@@ -716,4 +721,41 @@ Test(config, algorithm_is_ring_or_star_with_a_root_among_the_hosts) {
     expect_rejected(MINIMAL "algorithm: tree\n", "5:12: algorithm: expected one of ring, star, got \"tree\"");
     expect_rejected(MINIMAL "algorithm: star\nstar_root: z\n",
                     "6:12: star_root: expected the name of a host in hosts, got \"z\"");
+}
+
+/* ---- Faults and security ---------------------------------------------- */
+
+Test(config, heartbeats_key_and_checksum_have_safe_defaults) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_eq(c.heartbeat_interval_ms, 1000);
+    cr_assert_eq(c.heartbeat_timeout_ms, 5000);
+    cr_assert_null(c.secret_file, "no key unless configured (the daemon warns)");
+    cr_assert(c.checksum, "crc32c by default");
+    cfg_free(&c);
+}
+
+Test(config, takes_heartbeats_a_key_file_and_no_checksum) {
+    cfg c = parse_ok(MINIMAL "heartbeat_interval: 200ms\nheartbeat_timeout: 1s\n"
+                             "secret_file: /etc/ringd/cluster.key\nchecksum: none\n");
+    cr_assert_eq(c.heartbeat_interval_ms, 200);
+    cr_assert_eq(c.heartbeat_timeout_ms, 1000);
+    cr_assert_str_eq(c.secret_file, "/etc/ringd/cluster.key");
+    cr_assert(!c.checksum);
+    cfg_free(&c);
+}
+
+Test(config, rejects_a_heartbeat_timeout_under_twice_the_interval) {
+    expect_rejected(MINIMAL "heartbeat_interval: 1s\nheartbeat_timeout: 1500ms\n",
+                    "6:20: heartbeat_timeout: expected at least twice heartbeat_interval (2s), "
+                    "got \"1500ms\"");
+    expect_rejected(MINIMAL "heartbeat_interval: 3s\n",
+                    "5:21: heartbeat_interval: expected at most half of heartbeat_timeout "
+                    "(2500ms), got \"3s\"");
+}
+
+Test(config, rejects_a_relative_key_file_and_an_unknown_checksum) {
+    expect_rejected(MINIMAL "secret_file: cluster.key\n",
+                    "5:14: secret_file: expected an absolute path, got \"cluster.key\"");
+    expect_rejected(MINIMAL "checksum: md5\n",
+                    "5:11: checksum: expected one of crc32c, none, got \"md5\"");
 }

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "../harness/harness.h"
+#include "proto/frame.h"
 #include "ringd.h"
 
 #define N 4
@@ -769,4 +770,83 @@ Test(faults, a_payload_corrupted_in_transit_fails_the_collective_never_the_sum)
     }
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
     harness_barrier_destroy(&s.bar);
+}
+
+/* One raw HELLO to daemon h1, as if from its left neighbour; returns the
+ * WELCOME's status and copies its reason. */
+static int hello_reply(const frame_hello *h, int version, char *reason, size_t len)
+{
+    uint8_t buf[2048];
+    int n = frame_encode_hello(buf, sizeof buf, h);
+    cr_assert_gt(n, 0);
+    buf[4] = (uint8_t)version;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(H.d[1].port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    cr_assert_eq(write_all(fd, buf, (size_t)n), 0);
+    size_t got = 0;
+    frame_header hdr;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, 10000) == 1) {
+        ssize_t r = read(fd, buf + got, sizeof buf - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+        if (frame_decode_header(buf, got, &hdr) == FRAME_OK &&
+            got >= FRAME_HEADER_SIZE + hdr.length)
+            break;
+    }
+    close(fd);
+    frame_welcome w;
+    cr_assert_eq(frame_decode_header(buf, got, &hdr), FRAME_OK, "no WELCOME (%zu bytes)", got);
+    cr_assert_eq(frame_decode_welcome(&hdr, buf + FRAME_HEADER_SIZE, &w), FRAME_OK);
+    snprintf(reason, len, "%s", w.reason);
+    return w.status;
+}
+
+static int ring_works_thread(int idx, void *arg)
+{
+    scenario *s = arg;
+    ringd_client *c = NULL;
+    if (connect_retry(idx, &c, 20000) < 0) {
+        snprintf(s->why[idx], sizeof s->why[idx], "cannot connect");
+        return -1;
+    }
+    float *buf = ringd_alloc(c, (size_t)(SMALL_COUNT + IN_A_ROW * 13) * sizeof *buf);
+    int rc = buf ? in_a_row(idx, c, buf, s->why[idx], sizeof s->why[idx]) : -1;
+    ringd_close(c);
+    return rc;
+}
+
+Test(faults, a_peer_that_disagrees_is_refused_saying_why_and_the_ring_goes_on)
+{
+    static scenario s;
+    start_ring(NULL);
+    char reason[FRAME_MAX_TEXT + 1];
+    frame_hello h = {
+        .n_hosts = N, .from_pos = 0, .to_pos = 1, .cluster = "test", .from_name = "h0"};
+
+    frame_hello other = h;
+    snprintf(other.cluster, sizeof other.cluster, "intruder");
+    cr_expect_eq(hello_reply(&other, FRAME_VERSION, reason, sizeof reason), RINGD_EMISMATCH);
+    cr_expect(strstr(reason, "cluster \"intruder\" is not ours") != NULL, "%s", reason);
+
+    frame_hello moved = h;
+    moved.from_pos = 2;
+    cr_expect_eq(hello_reply(&moved, FRAME_VERSION, reason, sizeof reason), RINGD_EMISMATCH);
+    cr_expect(strstr(reason, "ring positions disagree") != NULL, "%s", reason);
+
+    cr_expect_eq(hello_reply(&h, 1, reason, sizeof reason), RINGD_EVERSION);
+    cr_expect(strstr(reason, "protocol version 1") != NULL, "%s", reason);
+
+    /* This ring has no key: a peer that offers one is refused too. */
+    frame_hello keyed = h;
+    keyed.auth = 1;
+    cr_expect_eq(hello_reply(&keyed, FRAME_VERSION, reason, sizeof reason), RINGD_EAUTH);
+    cr_expect(strstr(reason, "this host has none") != NULL, "%s", reason);
+
+    cr_assert_eq(harness_run_threads(&H, N, ring_works_thread, &s, 120000), 0);
+    for (int i = 0; i < N; i++)
+        cr_expect_str_empty(s.why[i], "rank %d: %s", i, s.why[i]);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
