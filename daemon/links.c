@@ -37,6 +37,7 @@
 #include "crc32c.h"
 #include "proto/bytes.h"
 #include "log.h"
+#include "net.h"
 #include "ringd.h"
 
 #define MAX_PENDING 16       /* unauthenticated connections at once */
@@ -189,38 +190,6 @@ static void close_handle(links *l, uv_handle_t *h)
 {
     h->data = l;
     uv_close(h, handle_closed);
-}
-
-static void describe_addr(const struct sockaddr *sa, char *out, size_t len)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const void *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        port = ntohs(in->sin_port);
-        snprintf(out, len, "%s:%d", ip, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const void *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        port = ntohs(in6->sin6_port);
-        snprintf(out, len, "[%s]:%d", ip, port);
-    } else {
-        snprintf(out, len, "?");
-    }
-}
-
-static void tune_socket(links *l, uv_tcp_t *tcp)
-{
-    /* Segments are pipelined, so Nagle would only add latency; large
-     * buffers keep a fast link busy across the loop's scheduling gaps. */
-    uv_tcp_nodelay(tcp, 1);
-    int size = (int)l->cfg->socket_buffer_bytes;
-    if (size > 0) {
-        uv_send_buffer_size((uv_handle_t *)tcp, &size);
-        size = (int)l->cfg->socket_buffer_bytes;
-        uv_recv_buffer_size((uv_handle_t *)tcp, &size);
-    }
 }
 
 static const char *side_name(const links *l, link_side side)
@@ -856,7 +825,7 @@ static void on_connect(uv_connect_t *req, int status)
         conn_close(c, uv_strerror(status));
         return;
     }
-    tune_socket(l, &c->tcp);
+    net_tune_tcp(&c->tcp, l->cfg->socket_buffer_bytes);
     frame_hello h = {.n_hosts = (uint32_t)l->n,
                      .from_pos = (uint32_t)l->me,
                      .to_pos = (uint32_t)l->right,
@@ -893,7 +862,7 @@ static void connect_resolved(links *l, conn *c, int status, struct addrinfo *res
         conn_close(c, why);
         return;
     }
-    describe_addr(res->ai_addr, c->peer, sizeof c->peer);
+    net_describe_addr(res->ai_addr, c->peer, sizeof c->peer);
     l->connect_req.data = c;
     int rc = uv_tcp_connect(&l->connect_req, &c->tcp, res->ai_addr, on_connect);
     if (rc < 0) conn_close(c, uv_strerror(rc));
@@ -1068,7 +1037,7 @@ static void accept_left(conn *c)
     c->last_read = uv_now(l->loop);
     l->l = c;
     l->left_error[0] = '\0';
-    tune_socket(l, &c->tcp);
+    net_tune_tcp(&c->tcp, l->cfg->socket_buffer_bytes);
     expect(c, RD_HEADER, FRAME_HEADER_SIZE);
     log_info("left link from %s (%s) up%s", left_name, c->peer,
              l->has_key ? ", authenticated" : "");
@@ -1201,7 +1170,7 @@ static void on_connection(uv_stream_t *server, int status)
     struct sockaddr_storage ss;
     int len = sizeof ss;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-        describe_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+        net_describe_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
     else
         snprintf(c->peer, sizeof c->peer, "?");
     /* Bound the memory a flood of half-open connections can take. */

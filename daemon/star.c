@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "net.h"
 #include "reduce.h"
 
 #define STAR_WINDOW 4          /* segments of each leaf buffered at the root */
@@ -179,34 +180,6 @@ static void release(star *s)
 static void handle_closed(uv_handle_t *h)
 {
     release(h->data);
-}
-
-static void describe_addr(const struct sockaddr *sa, char *out, size_t len)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const void *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        snprintf(out, len, "%s:%d", ip, ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const void *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        snprintf(out, len, "[%s]:%d", ip, ntohs(in6->sin6_port));
-    } else {
-        snprintf(out, len, "?");
-    }
-}
-
-static void tune_socket(star *s, uv_tcp_t *tcp)
-{
-    /* As on the ring links: segments are pipelined, Nagle only adds latency. */
-    uv_tcp_nodelay(tcp, 1);
-    int size = (int)s->cfg->socket_buffer_bytes;
-    if (size > 0) {
-        uv_send_buffer_size((uv_handle_t *)tcp, &size);
-        size = (int)s->cfg->socket_buffer_bytes;
-        uv_recv_buffer_size((uv_handle_t *)tcp, &size);
-    }
 }
 
 /* ---- failing the running collective ---- */
@@ -945,7 +918,7 @@ static void on_connect(uv_connect_t *req, int status)
         conn_close(c, uv_strerror(status));
         return;
     }
-    tune_socket(s, &c->tcp);
+    net_tune_tcp(&c->tcp, s->cfg->socket_buffer_bytes);
     frame_hello h = {.n_hosts = (uint32_t)s->n,
                      .from_pos = (uint32_t)s->me,
                      .to_pos = (uint32_t)s->root,
@@ -983,7 +956,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                      uv_strerror(status));
             conn_close(c, why);
         } else {
-            describe_addr(res->ai_addr, c->peer, sizeof c->peer);
+            net_describe_addr(res->ai_addr, c->peer, sizeof c->peer);
             s->connect_req.data = c;
             int rc = uv_tcp_connect(&s->connect_req, &c->tcp, res->ai_addr, on_connect);
             if (rc < 0) conn_close(c, uv_strerror(rc));
@@ -1157,7 +1130,7 @@ static void handle_hello(conn *c)
     p->c = c;
     p->state = LINK_UP;
     p->error[0] = '\0';
-    tune_socket(s, &c->tcp);
+    net_tune_tcp(&c->tcp, s->cfg->socket_buffer_bytes);
     expect(c, RD_HEADER, FRAME_HEADER_SIZE);
     log_info("connection from star leaf %s (%s) up", h.from_name, c->peer);
     advance(s);
@@ -1179,7 +1152,7 @@ static void on_connection(uv_stream_t *server, int status)
     struct sockaddr_storage ss;
     int len = sizeof ss;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-        describe_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+        net_describe_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
     else
         snprintf(c->peer, sizeof c->peer, "?");
     /* Bound the memory a flood of half-open connections can take. */
