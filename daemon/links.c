@@ -30,6 +30,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,7 @@ struct links {
     char left_error[256], right_error[256];
     log_ratelimit connect_rl; /* the right link's failures to connect */
     log_ratelimit refuse_rl;  /* refusals, either side: a misconfigured peer retries */
+    log_ratelimit drop_rl;    /* strangers dropped before their handshake */
     int was_up;               /* the right link has been up before */
     links_stats stats;
 
@@ -155,13 +157,25 @@ struct links {
 
 static void start_connect(links *l);
 
-/* Whether a refusal may be logged now; *note says how many were not. */
-static int refusal_log_ok(links *l, char *note, size_t len)
+/* Logs a line that a misconfigured or hostile peer could repeat for ever:
+ * at `level` at most once per REFUSAL_LOG_MS (saying how many were not),
+ * at debug otherwise. */
+static void log_limited(links *l, log_ratelimit *rl, log_level_e level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void log_limited(links *l, log_ratelimit *rl, log_level_e level, const char *fmt, ...)
 {
+    char line[1024], note[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
     uint32_t suppressed = 0;
-    int ok = log_ratelimit_ok(&l->refuse_rl, uv_now(l->loop), REFUSAL_LOG_MS, &suppressed);
-    log_repeated(note, len, suppressed, REFUSAL_LOG_MS / 1000);
-    return ok;
+    if (log_ratelimit_ok(rl, uv_now(l->loop), REFUSAL_LOG_MS, &suppressed))
+        log_at(level, "%s%s", line,
+               log_repeated(note, sizeof note, suppressed, REFUSAL_LOG_MS / 1000));
+    else
+        log_debug("%s", line);
 }
 static void conn_close(conn *c, const char *why);
 static void start_reading(conn *c);
@@ -752,12 +766,8 @@ static void conn_close(conn *c, const char *why)
         if (!c->refusing && !l->closing) {
             /* A stranger's bytes: said once a minute at warn, every time at
              * debug, so a port scanner cannot flood the log. */
-            char note[96];
-            if (refusal_log_ok(l, note, sizeof note))
-                log_warn("dropped connection from %s before its handshake: %s%s", c->peer, why,
-                         note);
-            else
-                log_debug("dropped connection from %s before its handshake: %s", c->peer, why);
+            log_limited(l, &l->drop_rl, LOG_WARN,
+                        "dropped connection from %s before its handshake: %s", c->peer, why);
         }
         break;
     case CONN_LEFT: {
@@ -951,11 +961,9 @@ static void handle_welcome(conn *c)
     }
     if (w.status < 0) {
         char why[FRAME_MAX_TEXT + 64];
-        char note[96];
         snprintf(why, sizeof why, "refused by %s: %s", side_name(l, LINK_RIGHT), w.reason);
-        if (refusal_log_ok(l, note, sizeof note))
-            log_error("right neighbour %s refused the link: %s%s", side_name(l, LINK_RIGHT),
-                      w.reason, note);
+        log_limited(l, &l->refuse_rl, LOG_ERROR, "right neighbour %s refused the link: %s",
+                    side_name(l, LINK_RIGHT), w.reason);
         if (w.status == RINGD_EAUTH) l->stats.auth_failures++;
         /* A refusal is a configuration problem; do not hammer the peer. */
         l->backoff_ms = l->cfg->backoff_max_ms;
@@ -968,10 +976,8 @@ static void handle_welcome(conn *c)
                  "authentication failed: %s did not prove it holds this cluster's key "
                  "(are both secret_files identical?)",
                  side_name(l, LINK_RIGHT));
-        char note[96];
-        if (refusal_log_ok(l, note, sizeof note))
-            log_error("right neighbour %s (%s): %s%s", side_name(l, LINK_RIGHT), c->peer, why,
-                      note);
+        log_limited(l, &l->refuse_rl, LOG_ERROR, "right neighbour %s (%s): %s",
+                    side_name(l, LINK_RIGHT), c->peer, why);
         l->stats.auth_failures++;
         l->backoff_ms = l->cfg->backoff_max_ms;
         conn_close(c, why);
@@ -1007,9 +1013,7 @@ static void on_refusal_sent(uv_write_t *req, int status)
 static void refuse(conn *c, int code, const char *reason)
 {
     links *l = c->owner;
-    char note[96];
-    if (refusal_log_ok(l, note, sizeof note))
-        log_warn("refused connection from %s: %s%s", c->peer, reason, note);
+    log_limited(l, &l->refuse_rl, LOG_WARN, "refused connection from %s: %s", c->peer, reason);
     if (!l->l) /* why the left link is not up, as far as we know */
         snprintf(l->left_error, sizeof l->left_error, "refused a connection from %s: %s", c->peer,
                  reason);
@@ -1139,11 +1143,10 @@ static void handle_auth(conn *c)
     }
     auth_link link = left_link(l, c);
     if (!auth_check(&l->key, AUTH_CONNECTOR, &link, a.mac)) {
-        char note[96];
-        if (refusal_log_ok(l, note, sizeof note))
-            log_warn("refused connection from %s claiming to be \"%s\": authentication failed "
-                     "(wrong cluster key; are both secret_files identical?)%s",
-                     c->peer, c->claimed, note);
+        log_limited(l, &l->refuse_rl, LOG_WARN,
+                    "refused connection from %s claiming to be \"%s\": authentication failed "
+                    "(wrong cluster key; are both secret_files identical?)",
+                    c->peer, c->claimed);
         if (!l->l)
             snprintf(l->left_error, sizeof l->left_error,
                      "a connection from %s claiming to be \"%s\" failed authentication "
