@@ -23,8 +23,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A cluster key, as on a real cluster: every link authenticates with it.
+(umask 077 && head -c 32 /dev/urandom | base64 >"$dir/cluster.key")
 {
     echo "cluster: demo"
+    echo "secret_file: $dir/cluster.key"
     echo "hosts:"
     for i in "${!hosts[@]}"; do
         echo "  - name: ${hosts[$i]}"
