@@ -272,11 +272,19 @@ static void print_status(const msg_status *st)
         printf("  #%" PRIu64 " %-14s %-7s took %9.3f ms, ", e->seq, ringd_coll_name(e->kind),
                e->status == 0 ? "ok" : "failed", (double)e->latency_us / 1000);
         if (!e->has_wait)
-            printf("no data from the left\n");
+            printf("no data from the left");
         else if (e->wait_us < 100)
-            printf("no wait: the left neighbour's data was here, this host came after it\n");
+            printf("no wait: the left neighbour's data was here, this host came after it");
         else
-            printf("waited %.3f ms for its left neighbour\n", (double)e->wait_us / 1000);
+            printf("waited %.3f ms for its left neighbour", (double)e->wait_us / 1000);
+        if (e->last[0] && e->spread_us >= 1000) {
+            printf("; last to start: ");
+            put_text(e->last);
+            printf(", %.3f ms after the first", (double)e->spread_us / 1000);
+        } else if (e->last[0]) {
+            printf("; all hosts started within 1 ms");
+        }
+        putchar('\n');
     }
     printf("last error: ");
     put_text(st->last_error[0] ? st->last_error : "-");
@@ -356,9 +364,15 @@ static void print_status_json(const msg_status *st)
                ",\"latency_us\":%" PRIu64 ",\"wait_us\":",
                i ? "," : "", e->seq, ringd_coll_name(e->kind), e->status, e->latency_us);
         if (e->has_wait)
-            printf("%" PRIu64 "}", e->wait_us);
+            printf("%" PRIu64, e->wait_us);
         else
-            printf("null}");
+            printf("null");
+        printf(",\"last\":");
+        if (e->last[0])
+            put_json_string(e->last);
+        else
+            printf("null");
+        printf(",\"spread_us\":%" PRIu64 "}", e->spread_us);
     }
     printf("]}\n");
 }

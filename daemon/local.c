@@ -723,7 +723,11 @@ static void do_status(session *s, const msg_status_req *m)
                                                 .has_wait = e->has_wait,
                                                 .status = e->status,
                                                 .wait_us = e->wait_us,
-                                                .latency_us = e->latency_us};
+                                                .latency_us = e->latency_us,
+                                                .spread_us = e->spread_us};
+        if (e->last_host >= 0 && (size_t)e->last_host < l->cfg->n_hosts)
+            snprintf(st.recent[st.n_recent - 1].last, sizeof st.recent[0].last, "%s",
+                     l->cfg->hosts[e->last_host].name);
     }
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     queue_out(s, buf, msg_encode_status(buf, sizeof buf, &st));

@@ -159,6 +159,8 @@ static void collect(void *data, metrics_snapshot *s)
     const cfg *c = &d->config;
     int n = (int)c->n_hosts;
     s->cluster = c->cluster;
+    s->hosts = c->hosts;
+    s->n_hosts = n;
     s->host = c->hosts[d->me].name;
     s->left = c->hosts[(d->me + n - 1) % n].name;
     s->right = c->hosts[(d->me + 1) % n].name;

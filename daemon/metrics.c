@@ -134,8 +134,7 @@ int metrics_render(const metrics_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_auth_failures_total", "counter",
          "Peers refused for a wrong or missing cluster key.");
     put(&o, "ringd_auth_failures_total %llu\n", (unsigned long long)s->links.auth_failures);
-    head(&o, "ringd_checksum_errors_total", "counter",
-         "DATA payloads received with a bad CRC32C.");
+    head(&o, "ringd_checksum_errors_total", "counter", "DATA payloads received with a bad CRC32C.");
     put(&o, "ringd_checksum_errors_total %llu\n", (unsigned long long)s->links.checksum_errors);
     head(&o, "ringd_link_reconnects_total", "counter",
          "Times the right link was re-established after being up.");
@@ -169,6 +168,14 @@ int metrics_render(const metrics_snapshot *s, char *buf, size_t cap)
          "Collectives whose wait for the left neighbour was measured.");
     put(&o, "ringd_straggler_waits_total{peer=\"%s\"} %llu\n", l,
         (unsigned long long)s->ring.waits);
+    head(&o, "ringd_straggler_last_total", "counter",
+         "Allreduces each host started last, at least 1 ms after the first host (as this host "
+         "worked out from every host's wait).");
+    for (int i = 0; i < s->n_hosts && i < RING_STATS_HOSTS; i++) {
+        char name[256];
+        put(&o, "ringd_straggler_last_total{host=\"%s\"} %llu\n",
+            label(s->hosts[i].name, name, sizeof name), (unsigned long long)s->ring.last_count[i]);
+    }
     return o.overflow ? -1 : (int)o.len;
 }
 

@@ -17,6 +17,8 @@
 
 typedef struct {
     const char *cluster, *host, *left, *right; /* names */
+    const cfg_host *hosts;                     /* every host, ring order */
+    int n_hosts;
     ring_stats ring;
     links_stats links;
     uint32_t epoch;

@@ -88,6 +88,10 @@ typedef struct {
     char message[RING_MAX_MESSAGE];
     uint64_t start_ns, wait_ns; /* uv_hrtime() at start; its first DATA frame's wait */
     int got_data;
+    /* Allreduce: per host h, when h's first data from its left neighbour
+     * came, relative to h's own start (microseconds; negative: it was
+     * waiting). DELTA_UNKNOWN until learnt; see name_straggler(). */
+    int32_t *delta_us;
 } active;
 
 typedef struct {
@@ -95,6 +99,8 @@ typedef struct {
     int32_t code;
     char reason[FRAME_MAX_TEXT + 1];
 } pending_abort;
+
+#define DELTA_UNKNOWN FRAME_DELTA_UNKNOWN
 
 struct ring {
     uv_loop_t *loop;
@@ -113,6 +119,10 @@ struct ring {
     frame_abort unsent[MAX_ABORTS]; /* aborts to pass on once the right link is up */
     int n_unsent;
     uint32_t epoch; /* the links' epoch: seqs count from 0 in each */
+    /* The first frame of a collective not started here: when it came. */
+    int early_set;
+    uint32_t early_epoch;
+    uint64_t early_seq, early_ns;
     uv_timer_t tick;
     int advancing;
     int closing;
@@ -122,10 +132,42 @@ struct ring {
 };
 
 static void advance(ring *r);
+static int mod(int x, int n);
 static void on_tick(uv_timer_t *t);
 
 const double ring_latency_bounds[RING_LATENCY_BUCKETS] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+/*
+ * Which host came last to an allreduce. Host h learns delta_h, the time from
+ * its own start to its left neighbour's first data, which left at the left
+ * neighbour's start: delta_h = start(left(h)) - start(h) + one hop. Each host
+ * sends its delta with the allgather frames of the chunk it completed, so
+ * every host learns all N and can place every start relative to its own:
+ * start(left(h)) = start(h) + delta_h, round the ring. The latest is the
+ * straggler; spread is how long after the first it came.
+ */
+static void name_straggler(const ring *r, const active *a, int *last, uint64_t *spread_us)
+{
+    *last = -1;
+    *spread_us = 0;
+    if (a->job->kind != RINGD_COLL_ALLREDUCE || r->n < 2) return;
+    for (int h = 0; h < r->n; h++)
+        if (a->delta_us[h] == DELTA_UNKNOWN) return;
+    int64_t at = 0, lo = 0, hi = 0;
+    int h = r->me;
+    *last = h;
+    for (int k = 1; k < r->n; k++) {
+        at += a->delta_us[h];
+        h = mod(h - 1, r->n);
+        if (at > hi) {
+            hi = at;
+            *last = h;
+        }
+        if (at < lo) lo = at;
+    }
+    *spread_us = (uint64_t)(hi - lo);
+}
 
 /* Counts an ended collective for the metrics; a is NULL for one that ended
  * before it started here (no latency, no wait). */
@@ -149,13 +191,20 @@ static void count_outcome(ring *r, const ring_job *j, int status, const active *
         s->waits++;
         s->wait_sum_s += (double)a->wait_ns / 1e9;
     }
+    int last;
+    uint64_t spread_us;
+    name_straggler(r, a, &last, &spread_us);
+    if (last >= 0 && spread_us >= RING_STRAGGLER_US && last < RING_STATS_HOSTS)
+        s->last_count[last]++;
     ring_recent *rc = &s->recent[s->n_recent++ % RING_RECENT];
     *rc = (ring_recent){.seq = j->seq,
                         .kind = (uint8_t)j->kind,
                         .has_wait = (uint8_t)a->got_data,
                         .status = status,
                         .wait_us = a->wait_ns / 1000,
-                        .latency_us = ns / 1000};
+                        .latency_us = ns / 1000,
+                        .last_host = (int16_t)last,
+                        .spread_us = spread_us};
 }
 
 /* ---- schedule and geometry ---- */
@@ -381,7 +430,8 @@ static void fail_running(ring *r, active *a, int status, const char *fmt, ...)
 
 /* ---- sending ---- */
 
-static void send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t len, double wsum)
+static void send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t len, double wsum,
+                         int32_t delta_us)
 {
     ring_job *j = a->job;
     frame_data d = {.seq = j->seq,
@@ -395,7 +445,8 @@ static void send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_
                     .offset = off,
                     .kind = (uint8_t)j->kind,
                     .root = (uint32_t)j->root,
-                    .wsum = wsum};
+                    .wsum = wsum,
+                    .delta_us = delta_us};
     uint64_t coff, clen;
     chunk_range(r, a, c, &coff, &clen);
     int rc = links_send_data(r->links, &d, j->buf + coff + off, a);
@@ -443,12 +494,23 @@ static void start(ring *r)
     r->next_start = j->next;
     active *a = slot(r, r->n_act++);
     uint64_t *recv_off = a->recv_off;
+    int32_t *delta_us = a->delta_us;
     memset(a, 0, sizeof *a);
     a->recv_off = recv_off;
+    a->delta_us = delta_us;
+    for (int h = 0; h < r->n; h++)
+        a->delta_us[h] = DELTA_UNKNOWN;
     a->job = j;
     a->epoch = r->epoch;
     a->start_ns = uv_hrtime();
     j->seq = r->stats.seq++;
+    if (r->early_set && r->early_epoch == r->epoch && r->early_seq == j->seq) {
+        /* Its left neighbour's data was here first: no wait, and by how much. */
+        r->early_set = 0;
+        a->got_data = 1;
+        a->wait_ns = 0;
+        a->delta_us[r->me] = -(int32_t)((a->start_ns - r->early_ns) / 1000);
+    }
     a->esize = ringd_dtype_size(j->dtype);
 
     if (j->preset_status < 0) {
@@ -488,7 +550,7 @@ static void start(ring *r)
     uint64_t bytes = c >= 0 ? chunk_len(r, a, c) : 0;
     for (uint64_t off = 0; off < bytes && a->status == 0; off += seg)
         send_segment(r, a, a->first, c, off, (uint32_t)(bytes - off < seg ? bytes - off : seg),
-                     j->weight);
+                     j->weight, DELTA_UNKNOWN);
 
     /* The left neighbour may have started first; its frames wait for us. */
     links_resume(r->links);
@@ -808,7 +870,16 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
     while (d->seq >= r->stats.seq && r->next_start && ring_up(r) && r->n_act < MAX_ACTIVE)
         start(r);
     active *a = find_active(r, d->epoch, d->seq);
-    if (!a) return d->seq >= r->stats.seq ? LINK_RECV_PAUSE : LINK_RECV_SKIP;
+    if (!a && d->seq >= r->stats.seq) {
+        if (!r->early_set || r->early_seq != d->seq || r->early_epoch != d->epoch) {
+            r->early_set = 1;
+            r->early_epoch = d->epoch;
+            r->early_seq = d->seq;
+            r->early_ns = uv_hrtime();
+        }
+        return LINK_RECV_PAUSE;
+    }
+    if (!a) return LINK_RECV_SKIP;
     ring_job *j = a->job;
     /* Frames of one that failed here are late, not wrong. */
     if (a->status != 0) return LINK_RECV_SKIP;
@@ -816,6 +887,7 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
     if (!a->got_data) {
         a->got_data = 1;
         a->wait_ns = uv_hrtime() - a->start_ns;
+        a->delta_us[r->me] = (int32_t)(a->wait_ns / 1000);
     }
 
     if (d->kind != j->kind || d->count != j->count || d->dtype != j->dtype || d->op != j->op ||
@@ -910,7 +982,17 @@ static void on_payload(void *data, const frame_data *d, int status, const char *
     }
     a->recv_off[g] += d->length;
     if (a->recv_off[g] == clen) a->steps_left--;
-    if (send_chunk(r, a, g + 1) == c) send_segment(r, a, g + 1, c, d->offset, d->length, wsum);
+    /* Allgather of an allreduce: the chunk carries the delta of the host
+     * that completed it (this one at the first allgather step). */
+    int32_t delta = DELTA_UNKNOWN;
+    if (j->kind == RINGD_COLL_ALLREDUCE && g >= r->n - 1) {
+        if (d->delta_us != DELTA_UNKNOWN) a->delta_us[mod(c - 1, r->n)] = d->delta_us;
+        delta = d->delta_us;
+    } else if (j->kind == RINGD_COLL_ALLREDUCE && g == r->n - 2) {
+        delta = a->delta_us[r->me];
+    }
+    if (send_chunk(r, a, g + 1) == c)
+        send_segment(r, a, g + 1, c, d->offset, d->length, wsum, delta);
     advance(r);
 }
 
@@ -939,15 +1021,18 @@ int ring_new(ring **out, uv_loop_t *loop, const cfg *c, int me)
     int rc = 0;
     for (int k = 0; k < MAX_ACTIVE && rc == 0; k++) {
         r->act[k].recv_off = calloc(2 * (size_t)r->n, sizeof *r->act[k].recv_off);
-        if (!r->act[k].recv_off) rc = RINGD_ENOMEM;
+        r->act[k].delta_us = calloc((size_t)r->n, sizeof *r->act[k].delta_us);
+        if (!r->act[k].recv_off || !r->act[k].delta_us) rc = RINGD_ENOMEM;
     }
     static const links_callbacks cb = {on_up,   on_down,  on_data,  on_payload,
                                        on_sent, on_abort, on_epoch, on_ready};
     if (rc == 0) rc = links_new(&r->links, loop, c, me, &cb, r);
     if (rc == 0 && c->algorithm == CFG_ALG_STAR) rc = star_new(&r->star, loop, c, me);
     if (rc < 0) {
-        for (int k = 0; k < MAX_ACTIVE; k++)
+        for (int k = 0; k < MAX_ACTIVE; k++) {
             free(r->act[k].recv_off);
+            free(r->act[k].delta_us);
+        }
         free(r);
         return rc;
     }
@@ -1007,8 +1092,10 @@ static void on_tick_closed(uv_handle_t *h)
     void (*done)(void *) = r->done;
     void *data = r->done_data;
     free(r->staging);
-    for (int k = 0; k < MAX_ACTIVE; k++)
+    for (int k = 0; k < MAX_ACTIVE; k++) {
         free(r->act[k].recv_off);
+        free(r->act[k].delta_us);
+    }
     free(r);
     if (done) done(data);
 }

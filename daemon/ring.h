@@ -76,7 +76,14 @@ typedef struct {
     uint8_t has_wait;
     int32_t status;
     uint64_t wait_us, latency_us;
+    /* Allreduce: the host that started last (-1: not known, e.g. a count
+     * below the number of hosts), and how long after the first it started. */
+    int16_t last_host;
+    uint64_t spread_us;
 } ring_recent;
+
+#define RING_STATS_HOSTS 64    /* hosts counted in last_count */
+#define RING_STRAGGLER_US 1000 /* a host that came this much after the first was late */
 
 typedef struct {
     uint64_t done, failed;
@@ -90,6 +97,7 @@ typedef struct {
     double wait_sum_s;                          /* their waits for the left neighbour */
     ring_recent recent[RING_RECENT];            /* ring buffer, the latest at (n_recent-1) % */
     uint64_t n_recent;                          /* collectives recorded in it so far */
+    uint64_t last_count[RING_STATS_HOSTS];      /* allreduces each host came last to, late */
 } ring_stats;
 
 /* Creates the engine of host `me` and its links (not started). */

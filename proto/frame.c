@@ -201,7 +201,7 @@ int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
     wr_u32(&w, d->root);
     wr_f64(&w, d->wsum);
     wr_u32(&w, d->has_crc ? d->crc : 0);
-    wr_u32(&w, 0); /* reserved */
+    wr_u32(&w, (uint32_t)d->delta_us);
     /* The header counts the payload that the caller sends after these bytes. */
     return finish(&w, FRAME_DATA, d->has_crc ? FRAME_FLAG_CRC : 0,
                   FRAME_DATA_HEADER_SIZE + d->length);
@@ -302,7 +302,7 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
     out->crc = rd_u32(&r);
     out->has_crc = !!(hdr->flags & FRAME_FLAG_CRC);
     if (!out->has_crc && out->crc != 0) r.bad = 1; /* a flag lost in transit */
-    if (rd_u32(&r) != 0) r.bad = 1;                /* reserved */
+    out->delta_us = (int32_t)rd_u32(&r);
     if (!rd_done(&r) || out->length != hdr->length - FRAME_DATA_HEADER_SIZE)
         return FRAME_EMALFORMED;
     return FRAME_OK;

@@ -14,7 +14,8 @@ _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fram
 
 /* The largest body, STATUS, must fit MSG_MAX_BODY or a daemon could build a
  * reply its own clients refuse. */
-#define STATUS_MAX_BODY (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 + 30 * MSG_MAX_RECENT)
+#define STATUS_MAX_BODY                                                                            \
+    (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 + (40 + 2 + MSG_MAX_NAME) * MSG_MAX_RECENT)
 _Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
 _Static_assert(8 + 2 + MSG_MAX_TEXT <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
 
@@ -334,6 +335,8 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
         wr_i32(&w, e->status);
         wr_u64(&w, e->wait_us);
         wr_u64(&w, e->latency_us);
+        wr_str(&w, e->last, MSG_MAX_NAME);
+        wr_u64(&w, e->spread_us);
     }
     return finish(&w, MSG_STATUS);
 }
@@ -379,6 +382,8 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
         e->status = rd_i32(&r);
         e->wait_us = rd_u64(&r);
         e->latency_us = rd_u64(&r);
+        rd_str(&r, e->last, MSG_MAX_NAME);
+        e->spread_us = rd_u64(&r);
     }
     return done(&r);
 }

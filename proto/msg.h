@@ -23,7 +23,7 @@
 #define MSG_VERSION 1
 #define MSG_HEADER_SIZE 12
 #define MSG_MAX_BODY 4096
-#define MSG_MAX_NAME 64  /* host names, collective names */
+#define MSG_MAX_NAME 64   /* host names, collective names */
 #define MSG_MAX_TEXT 1024 /* error messages */
 
 typedef enum {
@@ -58,8 +58,8 @@ typedef struct {
 } msg_header;
 
 typedef struct {
-    uint32_t flags;      /* MSG_HELLO_* */
-    int32_t local_rank;  /* requested local rank, -1: any free one */
+    uint32_t flags;     /* MSG_HELLO_* */
+    int32_t local_rank; /* requested local rank, -1: any free one */
     uint32_t pid;
 } msg_hello;
 
@@ -67,19 +67,19 @@ typedef struct {
     int32_t rank, size;
     int32_t local_rank, local_size;
     uint32_t host_index, n_hosts;
-    uint64_t max_bytes;  /* largest collective buffer the daemon accepts */
+    uint64_t max_bytes; /* largest collective buffer the daemon accepts */
     char host[MSG_MAX_NAME + 1];
 } msg_welcome;
 
 typedef struct {
-    int32_t code;  /* RINGD_E* */
+    int32_t code; /* RINGD_E* */
     char text[MSG_MAX_TEXT + 1];
 } msg_error;
 
 typedef struct {
     uint64_t id;
-    uint32_t region;  /* client-chosen region number, unique per session */
-    uint64_t size;    /* bytes; must equal the size of the passed memfd */
+    uint32_t region; /* client-chosen region number, unique per session */
+    uint64_t size;   /* bytes; must equal the size of the passed memfd */
 } msg_register;
 
 typedef struct {
@@ -89,22 +89,22 @@ typedef struct {
 
 typedef struct {
     uint64_t id;
-    uint8_t kind;     /* msg_coll_kind */
-    uint8_t dtype;    /* ringd_dtype */
-    uint8_t op;       /* ringd_op */
+    uint8_t kind;  /* msg_coll_kind */
+    uint8_t dtype; /* ringd_dtype */
+    uint8_t op;    /* ringd_op */
     uint32_t region;
-    uint64_t offset;  /* byte offset of the buffer in the region */
-    uint64_t count;   /* elements; per rank for ALLGATHER and REDUCE_SCATTER, whose
-                         buffers hold size x count */
-    int32_t root;     /* BROADCAST: root rank */
-    double weight;    /* WMEAN: this rank's weight */
-    uint32_t timeout_ms; /* 0: the daemon's default */
+    uint64_t offset;             /* byte offset of the buffer in the region */
+    uint64_t count;              /* elements; per rank for ALLGATHER and REDUCE_SCATTER, whose
+                                    buffers hold size x count */
+    int32_t root;                /* BROADCAST: root rank */
+    double weight;               /* WMEAN: this rank's weight */
+    uint32_t timeout_ms;         /* 0: the daemon's default */
     char name[MSG_MAX_NAME + 1]; /* optional, "" if none; used in errors */
 } msg_collective;
 
 typedef struct {
     uint64_t id;
-    int32_t status;  /* 0 or RINGD_E* */
+    int32_t status;              /* 0 or RINGD_E* */
     char text[MSG_MAX_TEXT + 1]; /* the error message, "" on success */
 } msg_result;
 
@@ -130,6 +130,8 @@ typedef struct {
     uint8_t has_wait; /* 0: no data came from the left (e.g. a broadcast's root) */
     int32_t status;   /* 0 or RINGD_E* */
     uint64_t wait_us, latency_us;
+    char last[MSG_MAX_NAME + 1]; /* allreduce: the host that started it last; "" unknown */
+    uint64_t spread_us;          /* how long after the first host it started */
 } msg_recent;
 
 typedef struct {
@@ -141,17 +143,17 @@ typedef struct {
     uint32_t host_index, n_hosts;
     uint8_t left_state, right_state; /* msg_link_state */
     uint32_t epoch;
-    uint32_t clients;                /* connected ranks on this host */
-    uint32_t local_size;             /* local_clients configured for this host */
+    uint32_t clients;    /* connected ranks on this host */
+    uint32_t local_size; /* local_clients configured for this host */
     uint64_t collectives_done, collectives_failed;
-    uint64_t bytes_in, bytes_out;    /* ring payload bytes since start */
+    uint64_t bytes_in, bytes_out; /* ring payload bytes since start */
     uint64_t uptime_ms;
     uint64_t reconnects;
     char last_error[MSG_MAX_TEXT + 1]; /* last collective failure, "" if none */
     /* Added after last_error: */
-    uint64_t rate_in, rate_out;        /* ring payload bytes/s over the last few seconds */
-    uint64_t waits, wait_sum_us;       /* collectives that waited for the left neighbour, total */
-    uint8_t n_recent;                  /* 0..MSG_MAX_RECENT entries of recent, oldest first */
+    uint64_t rate_in, rate_out;  /* ring payload bytes/s over the last few seconds */
+    uint64_t waits, wait_sum_us; /* collectives that waited for the left neighbour, total */
+    uint8_t n_recent;            /* 0..MSG_MAX_RECENT entries of recent, oldest first */
     msg_recent recent[MSG_MAX_RECENT];
 } msg_status;
 

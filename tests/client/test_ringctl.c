@@ -480,7 +480,9 @@ Test(ringctl, status_shows_rates_and_which_collectives_waited_for_the_left_neigh
                                       .kind = MSG_COLL_ALLREDUCE,
                                       .has_wait = 1,
                                       .wait_us = 250000,
-                                      .latency_us = 300000};
+                                      .latency_us = 300000,
+                                      .last = "h2",
+                                      .spread_us = 251000};
     F.status.recent[1] = (msg_recent){
         .seq = 12, .kind = MSG_COLL_BARRIER, .has_wait = 1, .wait_us = 5, .latency_us = 1500};
     cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
@@ -489,13 +491,15 @@ Test(ringctl, status_shows_rates_and_which_collectives_waited_for_the_left_neigh
         strstr(out, "waited for left neighbour: 125.000 ms on average over 2 collectives\n"), "%s",
         out);
     cr_assert_not_null(strstr(out, "#11 allreduce      ok      took   300.000 ms, waited 250.000 "
-                                   "ms for its left neighbour\n"),
+                                   "ms for its left neighbour; last to start: h2, 251.000 ms "
+                                   "after the first\n"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "#12 barrier        ok      took     1.500 ms, no wait: the "
                                    "left neighbour's data was here, this host came after it\n"),
                        "%s", out);
     cr_assert_eq(ringctl("--socket", F.path, "status", "--json", NULL), 0, "stderr: %s", err);
     cr_assert_not_null(strstr(out, "\"recent\":[{\"seq\":11,\"kind\":\"allreduce\",\"status\":0,"
-                                   "\"latency_us\":300000,\"wait_us\":250000},"),
+                                   "\"latency_us\":300000,\"wait_us\":250000,\"last\":\"h2\","
+                                   "\"spread_us\":251000},"),
                        "%s", out);
 }

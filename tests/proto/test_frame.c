@@ -30,7 +30,7 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_AB
 
 /* Offsets and sizes in bodies (PROTOCOL.md). */
 #define DATA_CRC 56
-#define DATA_RESERVED 60
+#define DATA_DELTA 60
 #define EPOCH_PHASE 8
 #define WELCOME_TAIL (FRAME_NONCE_SIZE + FRAME_MAC_SIZE) /* after the reason */
 
@@ -160,6 +160,7 @@ static any_frame sample(int type)
         f.data.wsum = 1e300;
         f.data.has_crc = 1;
         f.data.crc = 0xe3069283u;
+        f.data.delta_us = FRAME_DELTA_UNKNOWN;
         break;
     case FRAME_ABORT:
         f.abort.seq = UINT64_MAX;
@@ -261,6 +262,7 @@ Test(frame, data_round_trips_every_field)
     cr_assert_eq(out.data.kind, in.data.kind);
     cr_assert_eq(out.data.root, in.data.root);
     cr_assert_eq(out.data.wsum, in.data.wsum);
+    cr_assert_eq(out.data.delta_us, in.data.delta_us);
     cr_assert_eq(out.data.length, in.data.length);
     cr_assert_eq(out.data.count, in.data.count);
     cr_assert_eq(out.data.offset, in.data.offset);
@@ -476,7 +478,8 @@ Test(frame, data_has_the_documented_byte_layout)
                      .root = 0x41424344u,
                      .wsum = -2.0,
                      .has_crc = 1,
-                     .crc = 0x51525354u};
+                     .crc = 0x51525354u,
+                     .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
         0x52, 0x47, 0x4e, 0x44, 2, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
@@ -491,7 +494,7 @@ Test(frame, data_has_the_documented_byte_layout)
         0x41, 0x42, 0x43, 0x44,                                         /* root */
         0xc0, 0, 0, 0, 0, 0, 0, 0,                                      /* wsum: binary64 -2.0 */
         0x51, 0x52, 0x53, 0x54,                                         /* crc */
-        0, 0, 0, 0,                                                     /* reserved */
+        0xff, 0xff, 0xff, 0xfe,                                         /* delta_us: -2 */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -961,9 +964,8 @@ Test(frame, accepts_data_with_an_empty_payload)
 
 Test(frame, rejects_data_with_nonzero_reserved_bytes)
 {
-    /* Three bytes after kind, four after crc. */
-    static const size_t reserved[] = {
-        41, 42, 43, DATA_RESERVED, DATA_RESERVED + 1, DATA_RESERVED + 2, DATA_RESERVED + 3};
+    /* The three bytes after kind. */
+    static const size_t reserved[] = {41, 42, 43};
     any_frame in = sample(FRAME_DATA), out;
     uint8_t buf[FRAME_BUF];
     frame_header h;

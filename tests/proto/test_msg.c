@@ -4,6 +4,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "proto/msg.h"
@@ -190,13 +191,16 @@ static any_msg sample(int type)
         m.status.waits = 8;
         m.status.wait_sum_us = 9;
         m.status.n_recent = MSG_MAX_RECENT;
-        for (int i = 0; i < MSG_MAX_RECENT; i++)
+        for (int i = 0; i < MSG_MAX_RECENT; i++) {
             m.status.recent[i] = (msg_recent){.seq = 100u + (unsigned)i,
                                               .kind = MSG_COLL_ALLREDUCE,
                                               .has_wait = (uint8_t)(i & 1),
                                               .status = -i,
                                               .wait_us = 1000u * (unsigned)i,
-                                              .latency_us = UINT64_MAX - (unsigned)i};
+                                              .latency_us = UINT64_MAX - (unsigned)i,
+                                              .spread_us = 7u * (unsigned)i};
+            snprintf(m.status.recent[i].last, sizeof m.status.recent[i].last, "h%d", i);
+        }
         break;
     }
     return m;
@@ -319,7 +323,7 @@ Test(msg, status_round_trips_every_field)
 
     cr_assert_eq(round_trip(MSG_STATUS, &in, &out), MSG_HEADER_SIZE + 80 + 4 * (2 + MSG_MAX_NAME) +
                                                         2 + MSG_MAX_TEXT + 33 +
-                                                        30 * MSG_MAX_RECENT);
+                                                        (30 + 2 + 2 + 8) * MSG_MAX_RECENT);
     cr_assert_eq(b->id, a->id);
     cr_assert_str_eq(b->cluster, a->cluster);
     cr_assert_str_eq(b->host, a->host);
@@ -351,6 +355,8 @@ Test(msg, status_round_trips_every_field)
         cr_assert_eq(b->recent[i].status, a->recent[i].status);
         cr_assert_eq(b->recent[i].wait_us, a->recent[i].wait_us);
         cr_assert_eq(b->recent[i].latency_us, a->recent[i].latency_us);
+        cr_assert_str_eq(b->recent[i].last, a->recent[i].last);
+        cr_assert_eq(b->recent[i].spread_us, a->recent[i].spread_us);
     }
 }
 
@@ -361,8 +367,9 @@ Test(msg, status_rejects_more_recent_collectives_than_it_can_hold)
     msg_header h;
     int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
     cr_assert_gt(n, 0);
-    /* n_recent is the byte before the 8 entries of 30 bytes that end the body. */
-    buf[n - 30 * MSG_MAX_RECENT - 1] = MSG_MAX_RECENT + 1;
+    /* n_recent is the byte before the 8 entries that end the body: 30 bytes
+     * each, then a 2-byte host name ("h0".."h7") and its spread. */
+    buf[n - (30 + 2 + 2 + 8) * MSG_MAX_RECENT - 1] = MSG_MAX_RECENT + 1;
     cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
     cr_assert_eq(msg_decode_status(&h, buf + MSG_HEADER_SIZE, &out.status), MSG_EMALFORMED);
 }

@@ -1109,3 +1109,75 @@ Test(ringctl, status_shows_both_neighbours_up_on_a_formed_ring)
     }
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
+
+/* ---- stragglers ---- */
+
+#define LATE_HOST 2
+#define LATE_MS 300
+
+typedef struct {
+    harness_barrier bar;
+    char why[HARNESS_MAX_HOSTS][256];
+} late_run;
+
+/* Every rank allreduces twice (the ring forms, then the measured one); rank
+ * LATE_HOST submits the second LATE_MS after the others. */
+static int late_thread(int idx, void *arg)
+{
+    late_run *lr = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        snprintf(lr->why[idx], sizeof lr->why[idx], "cannot connect");
+        harness_barrier_wait(&lr->bar, true, 60000);
+        return -1;
+    }
+    float *buf = ringd_alloc(c, 4096 * sizeof *buf);
+    int rc = buf ? 0 : -1;
+    for (int round = 0; round < 2 && rc == 0; round++) {
+        for (size_t k = 0; k < 4096; k++)
+            buf[k] = (float)idx;
+        if (harness_barrier_wait(&lr->bar, false, 60000) != 0) rc = -1;
+        if (rc == 0 && round == 1 && idx == LATE_HOST) harness_sleep_ms(LATE_MS);
+        if (rc == 0) rc = ringd_allreduce(c, buf, 4096, RINGD_FLOAT32, RINGD_SUM);
+        if (rc != 0)
+            snprintf(lr->why[idx], sizeof lr->why[idx], "round %d: %s", round, ringd_last_error(c));
+    }
+    ringd_close(c);
+    return rc;
+}
+
+Test(ringctl, status_names_the_host_that_came_last_on_every_host)
+{
+    enum { N = 4 };
+    static late_run lr;
+    cr_assert_eq(harness_init(&H, N, RING_YAML), 0, "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("straggler"), 50), 0, "%s", H.err);
+    harness_barrier_init(&lr.bar, N);
+    int rc = harness_run_threads(&H, N, late_thread, &lr, 120000);
+    for (int i = 0; i < N; i++)
+        cr_expect_str_empty(lr.why[i], "rank %d: %s", i, lr.why[i]);
+    cr_assert_eq(rc, 0);
+    harness_barrier_destroy(&lr.bar);
+
+    /* Every host worked out the same straggler, from every host's wait. */
+    for (int i = 0; i < N; i++) {
+        char *argv[] = {(char *)RINGCTL_BIN, (char *)"--socket", H.d[i].socket,
+                        (char *)"status",    (char *)"--json",   NULL};
+        char out[8192], err[4096];
+        int status;
+        cr_assert_eq(harness_run(&H, argv, 20000, &status, out, sizeof out, err, sizeof err), 0,
+                     "%s", H.err);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", err);
+        /* The measured allreduce is the last of "recent". */
+        const char *last = strstr(out, "\"seq\":1,");
+        cr_assert_not_null(last, "%s: no collective #1 in %s", H.d[i].name, out);
+        cr_expect_not_null(strstr(last, "\"last\":\"h2\""), "%s: %s", H.d[i].name, last);
+        const char *sp = strstr(last, "\"spread_us\":");
+        cr_assert_not_null(sp);
+        long spread = atol(sp + strlen("\"spread_us\":"));
+        cr_expect(spread >= (LATE_MS - 100) * 1000L && spread < 10L * LATE_MS * 1000,
+                  "%s: h2 came %ld us after the first, expected about %d ms", H.d[i].name, spread,
+                  LATE_MS);
+    }
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
