@@ -850,3 +850,141 @@ Test(faults, a_peer_that_disagrees_is_refused_saying_why_and_the_ring_goes_on)
         cr_expect_str_empty(s.why[i], "rank %d: %s", i, s.why[i]);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
+
+/*
+ * Chaos: for a while, daemons are killed and restarted or frozen and thawed
+ * at random while every rank allreduces in a loop. Whatever happens, a call
+ * returns within collective_timeout (plus a margin) and a call that succeeds
+ * has the right sum (the inputs do not change between attempts, so any
+ * pairing of attempts is correct); afterwards the ring recovers and 100
+ * allreduces in a row are correct.
+ */
+#define CHAOS_MS 20000
+#define CHAOS_TIMEOUT_MS 8000
+
+typedef struct {
+    harness_barrier bar;
+    atomic_int over;
+    int calls[N], ok[N];
+    int64_t longest_ms[N];
+    char longest[N][512]; /* what the longest call returned */
+    char why[N][512];
+} chaos;
+
+static int chaos_thread(int idx, void *arg)
+{
+    chaos *ch = arg;
+    char *why = ch->why[idx];
+    size_t wl = sizeof ch->why[idx];
+    ringd_client *c = NULL;
+    float *buf = NULL;
+    while (!atomic_load(&ch->over)) {
+        if (!c) {
+            if (connect_retry(idx, &c, 30000) < 0) {
+                snprintf(why, wl, "cannot reconnect to %s", H.d[idx].socket);
+                return -1;
+            }
+            buf = ringd_alloc(c, (size_t)(SMALL_COUNT + IN_A_ROW * 13) * sizeof *buf);
+            if (!buf) {
+                ringd_close(c);
+                c = NULL;
+                continue; /* the daemon went away again */
+            }
+        }
+        fill(buf, SMALL_COUNT, idx, -1); /* as recover() does */
+        int64_t t0 = harness_now_ms();
+        int rc = ringd_allreduce(c, buf, SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM);
+        int64_t took = harness_now_ms() - t0;
+        ch->calls[idx]++;
+        if (took > ch->longest_ms[idx]) {
+            ch->longest_ms[idx] = took;
+            snprintf(ch->longest[idx], sizeof ch->longest[idx], "%s",
+                     rc ? ringd_last_error(c) : "ok");
+        }
+        if (took > CHAOS_TIMEOUT_MS + MARGIN_MS) {
+            snprintf(why, wl, "a call took %" PRId64 " ms (%s)", took,
+                     rc ? ringd_last_error(c) : "ok");
+            return -1;
+        }
+        if (rc == 0) {
+            ch->ok[idx]++;
+            if (check(buf, SMALL_COUNT, -1, why, wl) < 0) return -1; /* a wrong sum */
+        } else if (rc == RINGD_ECLOSED) {
+            ringd_close(c);
+            c = NULL;
+        }
+    }
+    /* No call in flight anywhere from here: the ranks recover together. */
+    if (harness_barrier_wait(&ch->bar, false, 60000) != 0) {
+        snprintf(why, wl, "another rank did not leave the chaos");
+        if (c) ringd_close(c);
+        return -1;
+    }
+    if (!c && connect_retry(idx, &c, 30000) < 0) {
+        snprintf(why, wl, "cannot reconnect after the chaos");
+        return -1;
+    }
+    if (!buf || !(buf = ringd_alloc(c, (size_t)(SMALL_COUNT + IN_A_ROW * 13) * sizeof *buf))) {
+        snprintf(why, wl, "ringd_alloc: %s", ringd_last_error(c));
+        ringd_close(c);
+        return -1;
+    }
+    int rc = recover(idx, &c, buf, why, wl);
+    if (rc == 0 && harness_barrier_wait(&ch->bar, false, RECOVERY_MS) != 0) {
+        snprintf(why, wl, "another rank did not recover");
+        rc = -1;
+    }
+    if (rc == 0) rc = in_a_row(idx, c, buf, why, wl);
+    ringd_close(c);
+    return rc;
+}
+
+Test(faults, random_kills_and_freezes_never_hang_a_call_or_give_a_wrong_sum)
+{
+    static chaos ch;
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "collective_timeout: %dms\nheartbeat_interval: 200ms\nheartbeat_timeout: 1s\n"
+             "connect_timeout: 1s\nbackoff_initial: 50ms\nbackoff_max: 500ms\n",
+             CHAOS_TIMEOUT_MS);
+    cr_assert_eq(harness_init(&H, N, yaml), 0, "%s", H.err);
+    uint64_t seed = harness_seed("chaos");
+    cr_assert_eq(harness_start(&H, seed, 50), 0, "%s", H.err);
+    harness_barrier_init(&ch.bar, N);
+    harness_threads t;
+    cr_assert_eq(harness_threads_start(&H, &t, N, chaos_thread, &ch), 0, "%s", H.err);
+
+    int kills = 0, freezes = 0;
+    for (int64_t end = harness_now_ms() + CHAOS_MS; harness_now_ms() < end;) {
+        harness_sleep_ms(500 + (int)(harness_rand(&seed) % 1500));
+        int v = (int)(harness_rand(&seed) % N);
+        if (harness_rand(&seed) % 2) {
+            harness_kill(&H, v);
+            harness_sleep_ms(200 + (int)(harness_rand(&seed) % 800));
+            cr_assert_eq(harness_spawn(&H, v), 0, "%s", H.err);
+            kills++;
+        } else {
+            harness_signal(&H, v, SIGSTOP);
+            harness_sleep_ms(500 + (int)(harness_rand(&seed) % 2000));
+            harness_signal(&H, v, SIGCONT);
+            freezes++;
+        }
+    }
+    atomic_store(&ch.over, 1);
+    int rc = harness_threads_join(&H, &t, 300000);
+    int calls = 0, ok = 0;
+    int64_t longest = 0;
+    for (int i = 0; i < N; i++) {
+        cr_expect_str_empty(ch.why[i], "rank %d: %s", i, ch.why[i]);
+        calls += ch.calls[i];
+        ok += ch.ok[i];
+        if (ch.longest_ms[i] > longest) longest = ch.longest_ms[i];
+        fprintf(stderr, "chaos: rank %d: longest call %" PRId64 " ms: %s\n", i, ch.longest_ms[i],
+                ch.longest[i]);
+    }
+    fprintf(stderr, "chaos: %d kills, %d freezes; %d calls, %d ok, the longest %" PRId64 " ms\n",
+            kills, freezes, calls, ok, longest);
+    cr_assert_eq(rc, 0, "a client thread failed");
+    harness_barrier_destroy(&ch.bar);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
