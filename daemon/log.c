@@ -5,10 +5,14 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 
 log_level_e log_level = LOG_INFO;
 static char prefix[96] = "ringd";
+static int timestamps = 1;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -16,6 +20,8 @@ void log_init(const char *host, log_level_e level)
 {
     if (host && *host) snprintf(prefix, sizeof prefix, "ringd[%s]", host);
     log_level = level;
+    /* Under systemd stderr is the journal, which stamps each line itself. */
+    timestamps = getenv("JOURNAL_STREAM") == NULL;
 }
 
 void log_emit(log_level_e level, const char *fmt, ...)
@@ -23,7 +29,16 @@ void log_emit(log_level_e level, const char *fmt, ...)
     /* Format into one buffer and write it with a single call, so lines of
      * several daemons sharing a terminal do not interleave. */
     char line[2048];
-    int n = snprintf(line, sizeof line, "%s: %s: ", prefix, level_names[level]);
+    int n = 0;
+    if (timestamps) {
+        struct timeval tv;
+        struct tm tm;
+        gettimeofday(&tv, NULL);
+        gmtime_r(&tv.tv_sec, &tm);
+        n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+        n += snprintf(line + n, sizeof line - (size_t)n, ".%03dZ ", (int)(tv.tv_usec / 1000));
+    }
+    n += snprintf(line + n, sizeof line - (size_t)n, "%s: %s: ", prefix, level_names[level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
