@@ -785,9 +785,11 @@ static void on_down(void *data, link_side side, const char *why)
 {
     ring *r = data;
     const cfg_host *peer = &r->cfg->hosts[mod(r->me + (side == LINK_LEFT ? -1 : 1), r->n)];
+    /* A payload being read will not arrive, for any of them. */
+    for (int k = 0; side == LINK_LEFT && k < r->n_act; k++)
+        slot(r, k)->reading = 0;
     for (int k = 0; k < r->n_act; k++) {
         active *a = slot(r, k);
-        if (side == LINK_LEFT) a->reading = 0; /* the payload will not arrive */
         if (a->status == 0 && (a->steps_left > 0 || a->writes > 0)) {
             fail_running(r, a, RINGD_ERING, "%s #%" PRIu64 " failed: lost %s neighbour %s (%s): %s",
                          a->job->label, a->job->seq, side == LINK_LEFT ? "left" : "right",

@@ -857,7 +857,9 @@ Test(faults, a_peer_that_disagrees_is_refused_saying_why_and_the_ring_goes_on)
  * returns within collective_timeout (plus a margin) and a call that succeeds
  * has the right sum (the inputs do not change between attempts, so any
  * pairing of attempts is correct); afterwards the ring recovers and 100
- * allreduces in a row are correct.
+ * allreduces in a row are correct. When the chaos stops, ranks leave the
+ * loop one by one: the last call of a rank whose peers have left waits for
+ * its deadline, as a collective some rank never submits must.
  */
 #define CHAOS_MS 20000
 #define CHAOS_TIMEOUT_MS 8000
@@ -868,6 +870,7 @@ typedef struct {
     int calls[N], ok[N];
     int64_t longest_ms[N];
     char longest[N][512]; /* what the longest call returned */
+    int errors[N][32];    /* calls that failed, by -code */
     char why[N][512];
 } chaos;
 
@@ -906,6 +909,7 @@ static int chaos_thread(int idx, void *arg)
                      rc ? ringd_last_error(c) : "ok");
             return -1;
         }
+        if (rc < 0 && -rc < 32) ch->errors[idx][-rc]++;
         if (rc == 0) {
             ch->ok[idx]++;
             if (check(buf, SMALL_COUNT, -1, why, wl) < 0) return -1; /* a wrong sum */
@@ -981,6 +985,9 @@ Test(faults, random_kills_and_freezes_never_hang_a_call_or_give_a_wrong_sum)
         if (ch.longest_ms[i] > longest) longest = ch.longest_ms[i];
         fprintf(stderr, "chaos: rank %d: longest call %" PRId64 " ms: %s\n", i, ch.longest_ms[i],
                 ch.longest[i]);
+        for (int e = 1; e < 32; e++)
+            if (ch.errors[i][e])
+                fprintf(stderr, "chaos: rank %d: %d x %s\n", i, ch.errors[i][e], ringd_errname(-e));
     }
     fprintf(stderr, "chaos: %d kills, %d freezes; %d calls, %d ok, the longest %" PRId64 " ms\n",
             kills, freezes, calls, ok, longest);
