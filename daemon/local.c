@@ -394,13 +394,28 @@ static void on_ring_done(ring_job *job, int status, const char *message)
 static const char *describe(const msg_collective *m, char *buf, size_t len)
 {
     ring_describe(buf, len, m->kind, m->count, m->dtype, m->op, m->root);
+    size_t n = strlen(buf);
+    if (m->name[0] && n < len) snprintf(buf + n, len - n, " named \"%s\"", m->name);
     return buf;
 }
 
 static int same_collective(const msg_collective *a, const msg_collective *b)
 {
     return a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
-           a->root == b->root;
+           a->root == b->root && strcmp(a->name, b->name) == 0;
+}
+
+/* 16 bits of the FNV-1a hash of a collective's name, 0 for none: hosts
+ * compare them, so that two collectives of the same shape but different
+ * names (ranks out of step after an error) fail instead of being summed. */
+static uint16_t name_tag(const char *name)
+{
+    if (!name[0]) return 0;
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    uint16_t tag = (uint16_t)(h ^ (h >> 16));
+    return tag ? tag : 1;
 }
 
 /* Hands c to the ring already failed: it keeps its place in the sequence,
@@ -486,6 +501,7 @@ static void coll_run(local *l, coll *c)
                         .weight = weight,
                         .deadline = c->deadline + RING_GRACE_MS,
                         .label = c->label,
+                        .name_tag = name_tag(m0->name),
                         .done = on_ring_done,
                         .data = c};
     ring_submit(l->ring, &c->job);

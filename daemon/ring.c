@@ -446,7 +446,8 @@ static void send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_
                     .kind = (uint8_t)j->kind,
                     .root = (uint32_t)j->root,
                     .wsum = wsum,
-                    .delta_us = delta_us};
+                    .delta_us = delta_us,
+                    .name_tag = j->name_tag};
     uint64_t coff, clen;
     chunk_range(r, a, c, &coff, &clen);
     int rc = links_send_data(r->links, &d, j->buf + coff + off, a);
@@ -905,6 +906,18 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
                    "(%s) has %s",
                    j->label, j->seq, r->cfg->hosts[left].name, lr, theirs,
                    r->cfg->hosts[r->me].name, mr, ours);
+        return LINK_RECV_SKIP;
+    }
+    if (d->name_tag && j->name_tag && d->name_tag != j->name_tag) {
+        char lr[32], mr[32];
+        int left = mod(r->me - 1, r->n);
+        host_ranks(r, left, lr, sizeof lr);
+        host_ranks(r, r->me, mr, sizeof mr);
+        fail_abort(r, a, RINGD_EMISMATCH,
+                   "%s #%" PRIu64 " differs between ranks: host %s (%s) submitted a collective "
+                   "of the same shape under another name, host %s (%s) this one; are the ranks "
+                   "out of step (after an error, did every rank retry the same collective)?",
+                   j->label, j->seq, r->cfg->hosts[left].name, lr, r->cfg->hosts[r->me].name, mr);
         return LINK_RECV_SKIP;
     }
 

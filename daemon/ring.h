@@ -43,6 +43,7 @@ struct ring_job {
     double weight;     /* WMEAN: the sum of this host's ranks' weights */
     uint64_t deadline; /* uv_now() milliseconds after which the job fails */
     const char *label; /* how messages name it, e.g. "allreduce \"fc1\"" */
+    uint16_t name_tag; /* a hash of its name, 0 for none; hosts compare them */
     ring_done_cb done;
     void *data;
     /* A job that already failed on this host (its local ranks disagree, one

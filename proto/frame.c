@@ -197,7 +197,7 @@ int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
     wr_u64(&w, d->offset);
     wr_u8(&w, d->kind);
     wr_u8(&w, 0); /* reserved */
-    wr_u16(&w, 0);
+    wr_u16(&w, d->name_tag);
     wr_u32(&w, d->root);
     wr_f64(&w, d->wsum);
     wr_u32(&w, d->has_crc ? d->crc : 0);
@@ -296,7 +296,8 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
     out->count = rd_u64(&r);
     out->offset = rd_u64(&r);
     out->kind = rd_u8(&r);
-    if (rd_u8(&r) != 0 || rd_u16(&r) != 0) r.bad = 1; /* reserved */
+    if (rd_u8(&r) != 0) r.bad = 1; /* reserved */
+    out->name_tag = rd_u16(&r);
     out->root = rd_u32(&r);
     out->wsum = rd_f64(&r);
     out->crc = rd_u32(&r);

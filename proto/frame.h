@@ -92,24 +92,25 @@ typedef struct {
 
 /* The fixed part of a DATA body; the payload of `length` bytes follows. */
 typedef struct {
-    uint64_t seq;     /* collective sequence number within the epoch */
-    uint32_t epoch;   /* ring epoch; frames of another epoch are stale */
-    uint16_t step;    /* ring step, 0 .. 2(N-1)-1: reduce-scatter, then allgather */
-    uint8_t dtype;    /* ringd_dtype of the collective */
-    uint8_t op;       /* ringd_op of the collective */
-    uint32_t chunk;   /* chunk index, 0 .. N-1 */
-    uint32_t length;  /* payload bytes */
-    uint64_t count;   /* elements in the whole collective buffer */
-    uint64_t offset;  /* byte offset of the payload within its chunk */
-    uint8_t kind;     /* ringd_coll of the collective */
-    uint32_t root;    /* BROADCAST: the root rank; else 0 */
-    double wsum;      /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */
-    int32_t delta_us; /* allgather of an allreduce: the start-to-first-data time of the host
-                         that completed this chunk, for straggler naming; else
-                         FRAME_DELTA_UNKNOWN */
-    int has_crc;      /* FRAME_FLAG_CRC */
-    uint32_t crc;     /* has_crc: CRC32C of the payload, then of the fixed part with
-                         this field zero; else 0 */
+    uint64_t seq;      /* collective sequence number within the epoch */
+    uint32_t epoch;    /* ring epoch; frames of another epoch are stale */
+    uint16_t step;     /* ring step, 0 .. 2(N-1)-1: reduce-scatter, then allgather */
+    uint8_t dtype;     /* ringd_dtype of the collective */
+    uint8_t op;        /* ringd_op of the collective */
+    uint32_t chunk;    /* chunk index, 0 .. N-1 */
+    uint32_t length;   /* payload bytes */
+    uint64_t count;    /* elements in the whole collective buffer */
+    uint64_t offset;   /* byte offset of the payload within its chunk */
+    uint8_t kind;      /* ringd_coll of the collective */
+    uint16_t name_tag; /* 16 bits of a hash of the collective's name; 0: unnamed */
+    uint32_t root;     /* BROADCAST: the root rank; else 0 */
+    double wsum;       /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */
+    int32_t delta_us;  /* allgather of an allreduce: the start-to-first-data time of the host
+                          that completed this chunk, for straggler naming; else
+                          FRAME_DELTA_UNKNOWN */
+    int has_crc;       /* FRAME_FLAG_CRC */
+    uint32_t crc;      /* has_crc: CRC32C of the payload, then of the fixed part with
+                          this field zero; else 0 */
 } frame_data;
 
 typedef struct {

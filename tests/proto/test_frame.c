@@ -161,6 +161,7 @@ static any_frame sample(int type)
         f.data.has_crc = 1;
         f.data.crc = 0xe3069283u;
         f.data.delta_us = FRAME_DELTA_UNKNOWN;
+        f.data.name_tag = 0xbeef;
         break;
     case FRAME_ABORT:
         f.abort.seq = UINT64_MAX;
@@ -263,6 +264,7 @@ Test(frame, data_round_trips_every_field)
     cr_assert_eq(out.data.root, in.data.root);
     cr_assert_eq(out.data.wsum, in.data.wsum);
     cr_assert_eq(out.data.delta_us, in.data.delta_us);
+    cr_assert_eq(out.data.name_tag, in.data.name_tag);
     cr_assert_eq(out.data.length, in.data.length);
     cr_assert_eq(out.data.count, in.data.count);
     cr_assert_eq(out.data.offset, in.data.offset);
@@ -475,6 +477,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .count = 0x2122232425262728u,
                      .offset = 0x3132333435363738u,
                      .kind = 2,
+                     .name_tag = 0x4546,
                      .root = 0x41424344u,
                      .wsum = -2.0,
                      .has_crc = 1,
@@ -490,7 +493,7 @@ Test(frame, data_has_the_documented_byte_layout)
         0, 0, 1, 0,                                                     /* length */
         0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,                 /* count */
         0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,                 /* offset */
-        2, 0, 0, 0,                                                     /* kind, reserved */
+        2, 0, 0x45, 0x46,                                      /* kind, reserved, name_tag */
         0x41, 0x42, 0x43, 0x44,                                         /* root */
         0xc0, 0, 0, 0, 0, 0, 0, 0,                                      /* wsum: binary64 -2.0 */
         0x51, 0x52, 0x53, 0x54,                                         /* crc */
@@ -964,8 +967,8 @@ Test(frame, accepts_data_with_an_empty_payload)
 
 Test(frame, rejects_data_with_nonzero_reserved_bytes)
 {
-    /* The three bytes after kind. */
-    static const size_t reserved[] = {41, 42, 43};
+    /* The byte after kind. */
+    static const size_t reserved[] = {41};
     any_frame in = sample(FRAME_DATA), out;
     uint8_t buf[FRAME_BUF];
     frame_header h;

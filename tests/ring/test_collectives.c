@@ -448,6 +448,44 @@ static int one_rank_differs(int idx, void *arg)
     return atomic_load(&j->failures) ? -1 : 0;
 }
 
+/* Same shape, another name: ranks out of step after an error must fail, not
+ * sum one tensor with another. */
+static int one_rank_names_another(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c);
+    float x[100] = {0};
+    ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE,
+                             .buf = x,
+                             .count = 100,
+                             .dtype = RINGD_FLOAT32,
+                             .op = RINGD_SUM,
+                             .name = r == 3 ? "fc2.weight" : "fc1.weight"};
+    int rc = ringd_run(c, &coll);
+    const char *msg = ringd_last_error(c);
+    if (rc != RINGD_EMISMATCH)
+        job_fail(j, "name: rank %d got %s (%s), want RINGD_EMISMATCH", r, ringd_errname(rc), msg);
+    else if (!strstr(msg, "differs") || !strstr(msg, "name"))
+        job_fail(j, "name: rank %d: the message does not say the names differ: %s", r, msg);
+    for (size_t i = 0; i < 100; i++)
+        x[i] = 1;
+    rc = ringd_allreduce(c, x, 100, RINGD_FLOAT32, RINGD_SUM);
+    if (rc < 0)
+        job_fail(j, "after name mismatch: rank %d: %s", r, ringd_last_error(c));
+    else if (x[0] != (float)j->n)
+        job_fail(j, "after name mismatch: rank %d: %g", r, x[0]);
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(mismatch, a_rank_with_another_name_fails_the_collective_on_every_rank)
+{
+    run(4, 1, 0, one_rank_names_another, YAML, "name4");   /* across hosts */
+    run(2, 2, 0, one_rank_names_another, YAML, "name2x2"); /* within a host */
+}
+
 Test(mismatch, a_rank_with_another_count_fails_the_collective_on_every_rank)
 {
     run(3, 2, 0, one_rank_differs, YAML, "mismatch");
