@@ -297,6 +297,16 @@ static void join(scenario *s, harness_threads *t)
     harness_barrier_destroy(&s->bar);
 }
 
+/* The ring runs, every rank's thread runs, and the survivors' big
+ * allreduce is in: the fault may come. */
+static void start_scenario(scenario *s, harness_threads *t)
+{
+    start_ring(NULL);
+    harness_barrier_init(&s->bar, N);
+    cr_assert_eq(harness_threads_start(&H, t, N, client_thread, s), 0, "%s", H.err);
+    wait_submitted(s, N - 1);
+}
+
 static void finish(scenario *s, harness_threads *t)
 {
     join(s, t);
@@ -306,12 +316,8 @@ static void finish(scenario *s, harness_threads *t)
 Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_recovers)
 {
     static scenario s = {.kind = FAULT_KILL};
-    start_ring(NULL);
-    harness_barrier_init(&s.bar, N);
     harness_threads t;
-    cr_assert_eq(harness_threads_start(&H, &t, N, client_thread, &s), 0, "%s", H.err);
-
-    wait_submitted(&s, N - 1);
+    start_scenario(&s, &t);
     s.fault_ms = harness_now_ms();
     harness_kill(&H, VICTIM);
     atomic_store(&s.fault_done, 1);
@@ -328,12 +334,8 @@ Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_reco
 Test(faults, a_frozen_daemon_is_noticed_by_heartbeats_and_the_ring_recovers)
 {
     static scenario s = {.kind = FAULT_STOP};
-    start_ring(NULL);
-    harness_barrier_init(&s.bar, N);
     harness_threads t;
-    cr_assert_eq(harness_threads_start(&H, &t, N, client_thread, &s), 0, "%s", H.err);
-
-    wait_submitted(&s, N - 1);
+    start_scenario(&s, &t);
     s.fault_ms = harness_now_ms();
     harness_signal(&H, VICTIM, SIGSTOP);
     atomic_store(&s.fault_done, 1);
