@@ -75,6 +75,7 @@ static const struct key top_keys[] = {
     {"socket_buffer", parse_size, false, FIELD(cfg, socket_buffer_bytes), 0, 1 * GiB},
     {"fusion_threshold", parse_size, false, FIELD(cfg, fusion_threshold_bytes), 0, 1 * GiB},
     {"fusion_max", parse_count, false, FIELD(cfg, fusion_max), 1, 64},
+    {"streams", parse_count, false, FIELD(cfg, streams), 1, 8},
     {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
     {"heartbeat_interval", parse_duration, false, FIELD(cfg, heartbeat_interval_ms), 10, 1 * MIN},
     {"heartbeat_timeout", parse_duration, false, FIELD(cfg, heartbeat_timeout_ms), 50, 1 * HOUR},
@@ -792,6 +793,7 @@ static void set_defaults(cfg *c)
     c->socket_buffer_bytes = 4 * MiB;
     c->fusion_threshold_bytes = 4 * MiB;
     c->fusion_max = 32;
+    c->streams = 1;
     c->log_level = CFG_LOG_INFO;
     c->heartbeat_interval_ms = 1 * SEC;
     c->heartbeat_timeout_ms = 5 * SEC;

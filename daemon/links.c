@@ -31,6 +31,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,13 @@ typedef enum { RD_HEADER, RD_BODY, RD_PAYLOAD, RD_SKIP, RD_PAUSED } rd_state;
 
 typedef enum {
     CONN_PENDING, /* accepted, HELLO (or AUTH) not yet validated */
-    CONN_LEFT,    /* the left link */
-    CONN_RIGHT,   /* the right link (any state from connecting to up) */
+    CONN_LEFT,    /* the left link (its stream 0) */
+    CONN_RIGHT,   /* the right link (its stream 0; any state from connecting to up) */
+    CONN_STREAM,  /* another TCP stream of a link (streams > 1): see the top */
 } conn_role;
+
+#define MAX_STREAMS 8
+#define STRIPE_BYTES (64 << 10) /* bytes of a link's stream on one TCP stream in turn */
 
 typedef struct conn {
     uv_tcp_t tcp;
@@ -64,6 +69,22 @@ typedef struct conn {
     struct conn *next;  /* in owner->pending */
     char peer[64];      /* printable remote address */
     uint64_t last_read; /* uv_now() of the last bytes read: heartbeat_timeout */
+
+    /* Streams of a link (streams > 1). The link's byte stream goes round
+     * its TCP streams in stripes of STRIPE_BYTES; the left link's reader
+     * reads stripe by stripe from stream[cur], so frames keep their order.
+     * A CONN_STREAM has `link`, its stream 0; once attached, its bytes are
+     * read by that conn's reader. */
+    struct conn *link;
+    struct conn *stream[MAX_STREAMS]; /* stream 0: the conn itself */
+    int index, n_up;                  /* this conn's stream; streams attached */
+    int cur;                          /* the stream being read */
+    size_t stripe_left;               /* its bytes still to read in this stripe */
+    int switch_due;                   /* the stripe ended: move to the next stream */
+    int feeds_link;                   /* left link's stream: its bytes go to link's reader */
+    int welcomed;                     /* right link's stream: its handshake is done */
+    uint64_t session;                 /* the same on all streams of one link */
+    uv_connect_t connect_req;         /* right link's streams 1.. */
 
     /* The challenge-response, while it runs. */
     int awaiting_auth; /* acceptor: WELCOME sent, AUTH expected */
@@ -135,8 +156,12 @@ struct links {
     conn *pending;
     int n_pending;
 
-    uint32_t epoch; /* the ring's: the largest seen */
-    int ready;      /* the ring is whole under epoch: collectives may run */
+    int streams;                        /* TCP streams per link (config streams) */
+    int out_cur;                        /* the right link's stream written to now */
+    size_t out_left;                    /* and the bytes left of its stripe */
+    struct sockaddr_storage right_addr; /* where the right link's stream 0 went */
+    uint32_t epoch;                     /* the ring's: the largest seen */
+    int ready;                          /* the ring is whole under epoch: collectives may run */
     int has_key;
     auth_key key;
     char left_error[256], right_error[256];
@@ -179,6 +204,7 @@ static void log_limited(links *l, log_ratelimit *rl, log_level_e level, const ch
 }
 static void conn_close(conn *c, const char *why);
 static void start_reading(conn *c);
+static void stop_reading(conn *c);
 static void drain_ahead(conn *c);
 
 /* ---- small helpers ---- */
@@ -228,6 +254,89 @@ static int send_control(conn *c, send_req *s, int n, uv_write_cb cb)
     return rc;
 }
 
+/* A write of the right link split over its streams: done when every part is. */
+typedef struct {
+    uv_write_t *orig;
+    uv_write_cb cb;
+    int pending, status;
+    uv_write_t part[MAX_STREAMS];
+} striped_write;
+
+static void on_part_done(uv_write_t *req, int status)
+{
+    striped_write *w = req->data;
+    if (status < 0 && w->status == 0) w->status = status;
+    if (--w->pending > 0) return;
+    w->cb(w->orig, w->status);
+    free(w);
+}
+
+/* Writes bufs on the right link: with one stream as one uv_write, else cut
+ * at stripe boundaries and written to each stream in turn. req and cb are
+ * the caller's, as for uv_write(); the buffers must stay valid until cb. */
+static int right_write(links *l, uv_write_t *req, const uv_buf_t *bufs, unsigned n, uv_write_cb cb)
+{
+    if (!l->r || l->r_state != LINK_UP) return UV_ENOTCONN;
+    int k = l->streams;
+    if (k == 1) return uv_write(req, (uv_stream_t *)&l->r->tcp, bufs, n, cb);
+    size_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += bufs[i].len;
+    size_t cap = n + total / STRIPE_BYTES + 2; /* pieces per stream, at most */
+    striped_write *w = calloc(1, sizeof *w);
+    uv_buf_t *parts = malloc((size_t)k * cap * sizeof *parts);
+    unsigned count[MAX_STREAMS] = {0};
+    if (!w || !parts) {
+        free(w);
+        free(parts);
+        return UV_ENOMEM;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        char *p = bufs[i].base;
+        size_t left = bufs[i].len;
+        while (left > 0) {
+            size_t take = left < l->out_left ? left : l->out_left;
+            parts[(size_t)l->out_cur * cap + count[l->out_cur]++] = uv_buf_init(p, (unsigned)take);
+            p += take;
+            left -= take;
+            if ((l->out_left -= take) == 0) {
+                l->out_cur = (l->out_cur + 1) % k;
+                l->out_left = STRIPE_BYTES;
+            }
+        }
+    }
+    w->orig = req;
+    w->cb = cb;
+    int rc = 0;
+    w->pending = 1; /* held until every part is issued */
+    for (int s = 0; s < k; s++) {
+        if (!count[s]) continue;
+        w->part[s].data = w;
+        w->pending++;
+        int r = uv_write(&w->part[s], (uv_stream_t *)&l->r->stream[s]->tcp, parts + (size_t)s * cap,
+                         count[s], on_part_done);
+        if (r < 0) {
+            w->pending--;
+            if (!rc) rc = r;
+        }
+    }
+    free(parts); /* libuv keeps its own copy of the buffer descriptors */
+    if (rc < 0) w->status = rc;
+    uv_write_t dummy = {.data = w};
+    on_part_done(&dummy, 0); /* releases the hold */
+    return 0;
+}
+
+/* Sends a control frame in s->buf (n bytes) on the right link, in order with
+ * the DATA frames. */
+static int send_right(links *l, send_req *s, int n)
+{
+    uv_buf_t b = uv_buf_init((char *)s->buf, (unsigned)n);
+    int rc = right_write(l, &s->req, &b, 1, on_write_done);
+    if (rc < 0) free(s);
+    return rc;
+}
+
 static void on_batch_done(uv_write_t *req, int status)
 {
     batch *b = (batch *)req;
@@ -244,9 +353,7 @@ static void flush_batch(links *l)
     if (!b) return;
     l->out = NULL;
     uv_idle_stop(&l->flush);
-    int rc = l->r && l->r_state == LINK_UP ? uv_write(&b->req, (uv_stream_t *)&l->r->tcp, b->bufs,
-                                                      (unsigned)(2 * b->n), on_batch_done)
-                                           : UV_ENOTCONN;
+    int rc = right_write(l, &b->req, b->bufs, (unsigned)(2 * b->n), on_batch_done);
     if (rc < 0) on_batch_done(&b->req, rc);
 }
 
@@ -306,14 +413,19 @@ int links_send_abort(links *l, const frame_abort *a)
         free(s);
         return RINGD_EINVAL;
     }
-    return send_control(l->r, s, n, NULL) < 0 ? RINGD_ERING : 0;
+    return send_right(l, s, n) < 0 ? RINGD_ERING : 0;
 }
 
 static int send_ping(conn *c)
 {
+    links *l = c->owner;
     send_req *s = malloc(sizeof *s + FRAME_HEADER_SIZE);
     if (!s) return RINGD_ENOMEM;
     int n = frame_encode_ping(s->buf, FRAME_HEADER_SIZE);
+    if (c == l->r) {
+        flush_batch(l);
+        return send_right(l, s, n) < 0 ? RINGD_ERING : 0;
+    }
     return send_control(c, s, n, NULL) < 0 ? RINGD_ERING : 0;
 }
 
@@ -329,7 +441,7 @@ static int send_epoch(links *l, const frame_epoch *e)
         free(s);
         return RINGD_EINVAL;
     }
-    return send_control(l->r, s, n, NULL) < 0 ? RINGD_ERING : 0;
+    return send_right(l, s, n) < 0 ? RINGD_ERING : 0;
 }
 
 /* ---- epochs ---- */
@@ -427,14 +539,34 @@ static void expect(conn *c, rd_state st, size_t need)
     c->need = need;
 }
 
+/* The conn whose reader takes the bytes of handle h: an attached stream's
+ * go to its link's stream 0. */
+static conn *reader_of(uv_handle_t *h)
+{
+    conn *c = h->data;
+    return c->feeds_link && c->link ? c->link : c;
+}
+
+/* Whether c's bytes come stripe by stripe from several streams. */
+static int striped(const conn *c)
+{
+    return c->role == CONN_LEFT && c->owner->streams > 1;
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
-    conn *c = h->data;
+    conn *c = reader_of(h);
     size_t left = c->need - c->got;
+    /* Never past the end of this stream's stripe: the next bytes of the
+     * link are on the next stream. */
+    size_t limit = striped(c) ? c->stripe_left : SIZE_MAX;
+    if (left > limit) left = limit;
     c->into_ahead = c->small && (c->rd == RD_HEADER || c->rd == RD_BODY);
     if (c->into_ahead) {
-        *buf = uv_buf_init((char *)c->ahead + c->ahead_len, (unsigned)(AHEAD_CAP - c->ahead_len));
+        size_t room = AHEAD_CAP - c->ahead_len;
+        *buf =
+            uv_buf_init((char *)c->ahead + c->ahead_len, (unsigned)(room < limit ? room : limit));
         return;
     }
     switch (c->rd) {
@@ -470,7 +602,7 @@ static void offer_data(conn *c)
         return;
     }
     if (act == LINK_RECV_PAUSE) {
-        if (c->rd != RD_PAUSED) uv_read_stop((uv_stream_t *)&c->tcp);
+        if (c->rd != RD_PAUSED) stop_reading(c);
         c->rd = RD_PAUSED;
         return;
     }
@@ -493,6 +625,7 @@ static void offer_data(conn *c)
 }
 
 static void handle_hello(conn *c);
+static void accept_stream(conn *c);
 static void refuse(conn *c, int code, const char *reason);
 static void handle_welcome(conn *c);
 static void handle_auth(conn *c);
@@ -526,8 +659,11 @@ static void frame_piece_done(conn *c)
             ok = c->hdr.type == (c->awaiting_auth ? FRAME_AUTH : FRAME_HELLO);
             break;
         case CONN_RIGHT:
-            ok = (l->r_state == LINK_HANDSHAKE && c->hdr.type == FRAME_WELCOME) ||
+            ok = (l->r_state == LINK_HANDSHAKE && !c->welcomed && c->hdr.type == FRAME_WELCOME) ||
                  (l->r_state == LINK_UP && c->hdr.type == FRAME_PING);
+            break;
+        case CONN_STREAM: /* the right link's other streams carry nothing back */
+            ok = !c->welcomed && c->hdr.type == FRAME_WELCOME;
             break;
         default:
             ok = c->hdr.type == FRAME_DATA || c->hdr.type == FRAME_ABORT ||
@@ -644,11 +780,34 @@ static void drain_ahead(conn *c)
     if (c->ahead_pos == c->ahead_len) c->ahead_pos = c->ahead_len = 0;
 }
 
+/* The handle c's reader reads now; NULL while that stream is not attached. */
+static uv_stream_t *read_handle(conn *c)
+{
+    if (!striped(c)) return (uv_stream_t *)&c->tcp;
+    return c->stream[c->cur] ? (uv_stream_t *)&c->stream[c->cur]->tcp : NULL;
+}
+
+static void stop_reading(conn *c)
+{
+    uv_stream_t *h = read_handle(c);
+    if (h) uv_read_stop(h);
+}
+
+/* The stripe of the stream being read is whole: read the next stream. */
+static void next_stream(conn *c)
+{
+    c->switch_due = 0;
+    stop_reading(c);
+    c->cur = (c->cur + 1) % c->owner->streams;
+    c->stripe_left = STRIPE_BYTES;
+    if (!c->closing && c->rd != RD_PAUSED) start_reading(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
-    conn *c = s->data;
-    if (c->closing) return;
+    conn *c = reader_of((uv_handle_t *)s);
+    if (c->closing || ((conn *)s->data)->closing) return;
     c->last_read = uv_now(c->owner->loop);
     if (nread < 0) {
         char why[128];
@@ -656,21 +815,25 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             snprintf(why, sizeof why, "connection closed by peer");
         else
             snprintf(why, sizeof why, "read failed: %s", uv_strerror((int)nread));
-        conn_close(c, why);
+        conn_close(s->data, why);
         return;
     }
+    if (striped(c) && (c->stripe_left -= (size_t)nread) == 0) c->switch_due = 1;
     if (c->into_ahead) {
         c->ahead_len += (size_t)nread;
         drain_ahead(c);
-        return;
+    } else {
+        c->got += (size_t)nread;
+        if (c->got == c->need) frame_piece_done(c);
     }
-    c->got += (size_t)nread;
-    if (c->got == c->need) frame_piece_done(c);
+    if (c->switch_due && !c->closing) next_stream(c);
 }
 
 static void start_reading(conn *c)
 {
-    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    uv_stream_t *h = read_handle(c);
+    if (!h) return; /* that stream attaches later, and starts it */
+    int rc = uv_read_start(h, on_alloc, on_read);
     if (rc < 0) {
         char why[128];
         snprintf(why, sizeof why, "cannot read: %s", uv_strerror(rc));
@@ -759,9 +922,19 @@ static void conn_close(conn *c, const char *why)
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, conn_timer_closed);
+    /* The streams of a link go together. */
+    for (int k = 1; k < MAX_STREAMS; k++)
+        if (c->stream[k]) conn_close(c->stream[k], why);
 
     switch (c->role) {
+    case CONN_STREAM:
+        if (c->link) {
+            c->link->stream[c->index] = NULL;
+            if (!c->link->closing) conn_close(c->link, why);
+        }
+        break;
     case CONN_PENDING:
+        if (c->link) c->link->stream[c->index] = NULL; /* a stream not attached yet */
         unlink_pending(l, c);
         if (!c->refusing && !l->closing) {
             /* A stranger's bytes: said once a minute at warn, every time at
@@ -847,6 +1020,9 @@ static void on_connect(uv_connect_t *req, int status)
     }
     memcpy(c->my_nonce, h.nonce, sizeof h.nonce);
     c->hello_epoch = h.epoch;
+    h.stream = (uint8_t)c->index;
+    h.streams = (uint8_t)l->streams;
+    h.session = c->session;
     snprintf(h.cluster, sizeof h.cluster, "%s", l->cfg->cluster);
     snprintf(h.from_name, sizeof h.from_name, "%s", l->cfg->hosts[l->me].name);
     send_req *s = malloc(sizeof *s + CONTROL_CAP);
@@ -859,7 +1035,7 @@ static void on_connect(uv_connect_t *req, int status)
         conn_close(c, "cannot send HELLO");
         return;
     }
-    l->r_state = LINK_HANDSHAKE;
+    if (c->role == CONN_RIGHT) l->r_state = LINK_HANDSHAKE;
     start_reading(c);
 }
 
@@ -873,6 +1049,7 @@ static void connect_resolved(links *l, conn *c, int status, struct addrinfo *res
         return;
     }
     net_describe_addr(res->ai_addr, c->peer, sizeof c->peer);
+    memcpy(&l->right_addr, res->ai_addr, res->ai_addrlen);
     l->connect_req.data = c;
     int rc = uv_tcp_connect(&l->connect_req, &c->tcp, res->ai_addr, on_connect);
     if (rc < 0) conn_close(c, uv_strerror(rc));
@@ -904,6 +1081,7 @@ static void start_connect(links *l)
     }
     l->r = c;
     l->r_state = LINK_CONNECTING;
+    c->session = ((uint64_t)(uint32_t)rand() << 32) ^ (uint64_t)(uint32_t)rand() ^ uv_hrtime();
     uv_timer_start(&c->timer, on_handshake_timeout, l->cfg->connect_timeout_ms, 0);
 
     const cfg_host *h = &l->cfg->hosts[l->right];
@@ -918,6 +1096,37 @@ static void start_connect(links *l)
         l->resolving = NULL;
         l->open_handles--;
         conn_close(c, uv_strerror(rc));
+    }
+}
+
+static void right_link_up(links *l);
+
+/* Stream 0 of the right link is accepted: open the others to the same
+ * address, each with its own handshake, under the same session. */
+static void open_streams(links *l, conn *link)
+{
+    link->stream[0] = link;
+    link->n_up = 1;
+    for (int k = 1; k < l->streams; k++) {
+        conn *c = conn_new(l, CONN_STREAM);
+        if (!c) {
+            conn_close(link, "out of memory");
+            return;
+        }
+        c->link = link;
+        c->index = k;
+        c->session = link->session;
+        c->small = 0; /* reads exactly its handshake frames */
+        snprintf(c->peer, sizeof c->peer, "%s", link->peer);
+        link->stream[k] = c;
+        uv_timer_start(&c->timer, on_handshake_timeout, l->cfg->connect_timeout_ms, 0);
+        c->connect_req.data = c;
+        int rc =
+            uv_tcp_connect(&c->connect_req, &c->tcp, (struct sockaddr *)&l->right_addr, on_connect);
+        if (rc < 0) {
+            conn_close(c, uv_strerror(rc));
+            return;
+        }
     }
 }
 
@@ -985,16 +1194,40 @@ static void handle_welcome(conn *c)
     }
     uv_timer_stop(&c->timer);
     if (w.epoch > l->epoch) l->epoch = w.epoch;
+    c->welcomed = 1;
+    expect(c, RD_HEADER, FRAME_HEADER_SIZE);
+    if (c->role == CONN_STREAM) {
+        /* Its stream is ready; nothing more comes on it but its end. */
+        conn *link = c->link;
+        if (++link->n_up == l->streams) right_link_up(l);
+        return;
+    }
+    if (l->streams > 1) {
+        open_streams(l, c);
+        return;
+    }
+    right_link_up(l);
+}
+
+/* Every stream of the right link is up: the link is. */
+static void right_link_up(links *l)
+{
+    conn *c = l->r;
     l->r_state = LINK_UP;
+    l->out_cur = 0;
+    l->out_left = STRIPE_BYTES;
     l->right_error[0] = '\0';
     l->backoff_ms = l->cfg->backoff_initial_ms;
     log_ratelimit_reset(&l->connect_rl);
     log_ratelimit_reset(&l->refuse_rl);
     if (l->was_up) l->stats.reconnects++;
     l->was_up = 1;
-    expect(c, RD_HEADER, FRAME_HEADER_SIZE);
-    log_info("right link to %s (%s) up%s", side_name(l, LINK_RIGHT), c->peer,
-             l->has_key ? ", authenticated" : "");
+    if (l->streams > 1)
+        log_info("right link to %s (%s) up%s, %d TCP streams", side_name(l, LINK_RIGHT), c->peer,
+                 l->has_key ? ", authenticated" : "", l->streams);
+    else
+        log_info("right link to %s (%s) up%s", side_name(l, LINK_RIGHT), c->peer,
+                 l->has_key ? ", authenticated" : "");
     l->cb.on_up(l->data, LINK_RIGHT);
     form_ring(l);
 }
@@ -1048,6 +1281,44 @@ static void accept_left(conn *c)
     l->cb.on_up(l->data, LINK_LEFT);
 }
 
+/* Stream k > 0 of the left link joins its stream 0, whose reader reads it in
+ * turn from now on. */
+static void attach_stream(conn *c)
+{
+    links *l = c->owner;
+    conn *link = l->l;
+    if (!link || link->closing || link->session != c->session || link->stream[c->index]) {
+        conn_close(c, "a stream of no link this host has");
+        return;
+    }
+    unlink_pending(l, c);
+    uv_timer_stop(&c->timer);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->role = CONN_STREAM;
+    c->awaiting_auth = 0;
+    c->link = link;
+    c->feeds_link = 1;
+    link->stream[c->index] = c;
+    net_tune_tcp(&c->tcp, l->cfg->socket_buffer_bytes);
+    /* The reader may be waiting for exactly this stream. */
+    if (link->cur == c->index && link->rd != RD_PAUSED) start_reading(link);
+}
+
+static void accept_stream(conn *c)
+{
+    if (c->index == 0) {
+        if (c->owner->streams > 1) {
+            c->stream[0] = c;
+            c->cur = 0;
+            c->stripe_left = STRIPE_BYTES;
+            c->small = 1;
+        }
+        accept_left(c);
+    } else {
+        attach_stream(c);
+    }
+}
+
 static auth_link left_link(const links *l, const conn *c)
 {
     return (auth_link){.cluster = l->cfg->cluster,
@@ -1093,6 +1364,14 @@ static void handle_hello(conn *c)
         return;
     }
 
+    if ((h.streams ? h.streams : 1) != l->streams) {
+        snprintf(why, sizeof why,
+                 "\"%s\" uses %u TCP streams per link and this host %d; set the same streams "
+                 "in every host's configuration",
+                 h.from_name, h.streams, l->streams);
+        refuse(c, RINGD_EMISMATCH, why);
+        return;
+    }
     if (l->has_key != h.auth) {
         snprintf(why, sizeof why,
                  l->has_key ? "this host requires a cluster key (secret_file) and \"%s\" has none"
@@ -1106,6 +1385,11 @@ static void handle_hello(conn *c)
     if (h.epoch > l->epoch) l->epoch = h.epoch;
     frame_welcome w = {.status = 0, .epoch = l->epoch, .auth = l->has_key};
     snprintf(c->claimed, sizeof c->claimed, "%s", h.from_name);
+    c->index = h.stream;
+    c->session = h.session;
+    /* With several streams, a byte past the handshake belongs to the link's
+     * stripes: read the rest of the handshake exactly, nothing ahead. */
+    if (l->streams > 1) c->small = 0;
     if (l->has_key) {
         memcpy(c->peer_nonce, h.nonce, FRAME_NONCE_SIZE);
         c->hello_epoch = h.epoch;
@@ -1130,7 +1414,7 @@ static void handle_hello(conn *c)
         expect(c, RD_HEADER, FRAME_HEADER_SIZE);
         return;
     }
-    accept_left(c);
+    accept_stream(c);
 }
 
 static void handle_auth(conn *c)
@@ -1157,7 +1441,7 @@ static void handle_auth(conn *c)
         conn_close(c, "authentication failed");
         return;
     }
-    accept_left(c);
+    accept_stream(c);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -1234,6 +1518,7 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     l->right = (me + 1) % l->n;
     l->cb = *cb;
     l->data = data;
+    l->streams = c->streams > 0 ? c->streams : 1;
     l->backoff_ms = c->backoff_initial_ms;
     l->epoch = 1;
     l->r_state = l->n == 1 ? LINK_SELF : LINK_DOWN;

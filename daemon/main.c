@@ -219,7 +219,9 @@ static void on_second(uv_timer_t *t)
 
 static int same_ring(const cfg *a, int a_me, const cfg *b, int b_me)
 {
-    if (a_me != b_me || a->n_hosts != b->n_hosts || strcmp(a->cluster, b->cluster) != 0) return 0;
+    if (a_me != b_me || a->n_hosts != b->n_hosts || strcmp(a->cluster, b->cluster) != 0 ||
+        a->streams != b->streams)
+        return 0;
     for (size_t i = 0; i < a->n_hosts; i++) {
         const cfg_host *x = &a->hosts[i], *y = &b->hosts[i];
         if (strcmp(x->name, y->name) || strcmp(x->address, y->address) ||

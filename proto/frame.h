@@ -60,6 +60,10 @@ typedef struct {
     char from_name[FRAME_MAX_NAME + 1];
     uint8_t nonce[FRAME_NONCE_SIZE]; /* the connector's challenge (zeros without a key) */
     int auth;                        /* FRAME_FLAG_AUTH: the sender has a key */
+    uint8_t stream;                  /* which TCP stream of the link this is, 0..streams-1 */
+    uint8_t streams;                 /* TCP streams per link, as configured by the sender
+                                        (0 reads as 1) */
+    uint64_t session;                /* the same on every stream of one link */
 } frame_hello;
 
 typedef struct {

@@ -759,3 +759,14 @@ Test(config, rejects_a_relative_key_file_and_an_unknown_checksum) {
     expect_rejected(MINIMAL "checksum: md5\n",
                     "5:11: checksum: expected one of crc32c, none, got \"md5\"");
 }
+
+Test(config, streams_per_link_default_to_one_and_go_up_to_eight) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_eq(c.streams, 1);
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "streams: 4\n");
+    cr_assert_eq(c.streams, 4);
+    cfg_free(&c);
+    expect_rejected(MINIMAL "streams: 9\n", "5:10: streams: expected an integer 1..8, got \"9\"");
+    expect_rejected(MINIMAL "streams: 0\n", "5:10: streams: expected an integer 1..8, got \"0\"");
+}

@@ -299,9 +299,9 @@ static void join(scenario *s, harness_threads *t)
 
 /* The ring runs, every rank's thread runs, and the survivors' big
  * allreduce is in: the fault may come. */
-static void start_scenario(scenario *s, harness_threads *t)
+static void start_scenario(scenario *s, harness_threads *t, const char *extra)
 {
-    start_ring(NULL);
+    start_ring(extra);
     harness_barrier_init(&s->bar, N);
     cr_assert_eq(harness_threads_start(&H, t, N, client_thread, s), 0, "%s", H.err);
     wait_submitted(s, N - 1);
@@ -317,7 +317,7 @@ Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_reco
 {
     static scenario s = {.kind = FAULT_KILL};
     harness_threads t;
-    start_scenario(&s, &t);
+    start_scenario(&s, &t, NULL);
     s.fault_ms = harness_now_ms();
     harness_kill(&H, VICTIM);
     atomic_store(&s.fault_done, 1);
@@ -331,11 +331,27 @@ Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_reco
     assert_survivors_failed(&s, MARGIN_MS, "h2");
 }
 
+Test(faults, with_3_tcp_streams_per_link_a_killed_daemon_fails_it_and_the_ring_recovers)
+{
+    static scenario s = {.kind = FAULT_KILL};
+    harness_threads t;
+    start_scenario(&s, &t, "streams: 3\n");
+    s.fault_ms = harness_now_ms();
+    harness_kill(&H, VICTIM);
+    atomic_store(&s.fault_done, 1);
+    harness_sleep_ms(HEARTBEAT_TIMEOUT_MS + MARGIN_MS);
+    cr_assert_eq(harness_spawn(&H, VICTIM), 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, VICTIM, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    atomic_store(&s.repaired, 1);
+    finish(&s, &t);
+    assert_survivors_failed(&s, MARGIN_MS, "h2");
+}
+
 Test(faults, a_frozen_daemon_is_noticed_by_heartbeats_and_the_ring_recovers)
 {
     static scenario s = {.kind = FAULT_STOP};
     harness_threads t;
-    start_scenario(&s, &t);
+    start_scenario(&s, &t, NULL);
     s.fault_ms = harness_now_ms();
     harness_signal(&H, VICTIM, SIGSTOP);
     atomic_store(&s.fault_done, 1);
@@ -945,14 +961,14 @@ static int chaos_thread(int idx, void *arg)
     return rc;
 }
 
-Test(faults, random_kills_and_freezes_never_hang_a_call_or_give_a_wrong_sum)
+static void chaos_run(const char *extra)
 {
     static chaos ch;
     char yaml[512];
     snprintf(yaml, sizeof yaml,
              "collective_timeout: %dms\nheartbeat_interval: 200ms\nheartbeat_timeout: 1s\n"
-             "connect_timeout: 1s\nbackoff_initial: 50ms\nbackoff_max: 500ms\n",
-             CHAOS_TIMEOUT_MS);
+             "connect_timeout: 1s\nbackoff_initial: 50ms\nbackoff_max: 500ms\n%s",
+             CHAOS_TIMEOUT_MS, extra);
     cr_assert_eq(harness_init(&H, N, yaml), 0, "%s", H.err);
     uint64_t seed = harness_seed("chaos");
     cr_assert_eq(harness_start(&H, seed, 50), 0, "%s", H.err);
@@ -996,4 +1012,14 @@ Test(faults, random_kills_and_freezes_never_hang_a_call_or_give_a_wrong_sum)
     cr_assert_eq(rc, 0, "a client thread failed");
     harness_barrier_destroy(&ch.bar);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+Test(faults, random_kills_and_freezes_never_hang_a_call_or_give_a_wrong_sum)
+{
+    chaos_run("");
+}
+
+Test(faults, the_same_chaos_over_2_tcp_streams_per_link)
+{
+    chaos_run("streams: 2\n");
 }

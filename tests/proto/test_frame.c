@@ -29,6 +29,7 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_AB
 #define N_ALL_TYPES (sizeof all_types / sizeof *all_types)
 
 /* Offsets and sizes in bodies (PROTOCOL.md). */
+#define HELLO_STREAMS 10 /* stream, streams, session */
 #define DATA_CRC 56
 #define DATA_DELTA 60
 #define EPOCH_PHASE 8
@@ -132,6 +133,9 @@ static any_frame sample(int type)
         f.hello.from_pos = 0x01020304u;
         f.hello.to_pos = 0xa1a2a3a4u;
         f.hello.epoch = 0xfffffffeu;
+        f.hello.stream = 6;
+        f.hello.streams = 8;
+        f.hello.session = 0xfedcba9876543210u;
         fill(f.hello.cluster, FRAME_MAX_NAME, 'c');
         fill(f.hello.from_name, FRAME_MAX_NAME, 'n');
         count_up(f.hello.nonce, FRAME_NONCE_SIZE, 0x10);
@@ -210,7 +214,7 @@ Test(frame, hello_round_trips_every_field)
     int n = encode_sample(FRAME_HELLO, buf, sizeof buf, &h);
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
-                        FRAME_NONCE_SIZE);
+                        FRAME_NONCE_SIZE + HELLO_STREAMS);
     cr_assert_eq(h.version, 2);
     cr_assert_eq(FRAME_VERSION, 2);
     cr_assert_eq(h.type, FRAME_HELLO);
@@ -224,6 +228,22 @@ Test(frame, hello_round_trips_every_field)
     cr_assert_str_eq(out.hello.from_name, in.hello.from_name);
     cr_assert_arr_eq(out.hello.nonce, in.hello.nonce, FRAME_NONCE_SIZE);
     cr_assert_eq(out.hello.auth, 1);
+    cr_assert_eq(out.hello.stream, in.hello.stream);
+    cr_assert_eq(out.hello.streams, in.hello.streams);
+    cr_assert_eq(out.hello.session, in.hello.session);
+}
+
+Test(frame, rejects_a_hello_for_a_stream_past_its_streams)
+{
+    frame_hello in = {.n_hosts = 2, .stream = 3, .streams = 3}, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_hello(buf, sizeof buf, &in);
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_EMALFORMED);
+    in.stream = 2;
+    n = frame_encode_hello(buf, sizeof buf, &in);
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
 }
 
 Test(frame, welcome_round_trips_every_field)
@@ -356,11 +376,14 @@ Test(frame, hello_has_the_documented_byte_layout)
                       .epoch = 0x01020304,
                       .cluster = "c1",
                       .from_name = "a",
-                      .auth = 1};
+                      .auth = 1,
+                      .stream = 1,
+                      .streams = 3,
+                      .session = 0x1112131415161718u};
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 55, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 2, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 65, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -368,6 +391,8 @@ Test(frame, hello_has_the_documented_byte_layout)
         0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf,
         0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7,
         0xb8, 0xb9, 0xba, 0xbb, 0xbc, 0xbd, 0xbe, 0xbf,
+        1, 3,                                                           /* stream, streams */
+        0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,                 /* session */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -622,7 +647,7 @@ Test(frame, empty_strings_round_trip)
     frame_header h;
     int n = frame_encode_hello(buf, sizeof buf, &in);
 
-    cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + 2 + FRAME_NONCE_SIZE);
+    cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + 2 + FRAME_NONCE_SIZE + HELLO_STREAMS);
     cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
     cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
     cr_assert_str_eq(out.cluster, "");
@@ -913,8 +938,8 @@ static int decode_hello_with_name_of(size_t len, frame_hello *out)
     count_up(in.nonce, FRAME_NONCE_SIZE, 0x10);
     fill(in.from_name, len - 1, 'n');
     n = frame_encode_hello(buf, sizeof buf, &in);
-    nonce = (size_t)n - FRAME_NONCE_SIZE;
-    memmove(buf + nonce + 1, buf + nonce, FRAME_NONCE_SIZE);
+    nonce = (size_t)n - FRAME_NONCE_SIZE - HELLO_STREAMS;
+    memmove(buf + nonce + 1, buf + nonce, FRAME_NONCE_SIZE + HELLO_STREAMS);
     buf[nonce] = 'n';
     buf[name + 1]++;
     buf[11]++;

@@ -303,6 +303,13 @@ Test(collectives, every_kind_dtype_and_op_on_4_hosts_with_1_process_each)
     run(4, 1, 517, all_collectives, YAML, "4x1");
 }
 
+/* streams: 3 stripes every link's bytes over three TCP connections: the
+ * results must be the same, frame order and all. */
+Test(collectives, every_kind_dtype_and_op_over_3_tcp_streams_per_link)
+{
+    run(4, 1, 20011, all_collectives, YAML "streams: 3\n", "4x1-streams");
+}
+
 Test(collectives, every_kind_on_one_host_with_3_processes)
 {
     run(1, 3, 77, all_collectives, YAML, "1x3");
@@ -410,6 +417,11 @@ static int many_in_flight(int idx, void *arg)
 Test(async, a_hundred_requests_of_mixed_sizes_in_flight_complete_in_order)
 {
     run(3, 2, 0, many_in_flight, YAML, "async");
+}
+
+Test(async, the_same_over_2_tcp_streams_per_link)
+{
+    run(3, 2, 0, many_in_flight, YAML "streams: 2\n", "async-streams");
 }
 
 /* ---- disagreement and absence ---- */
