@@ -313,11 +313,11 @@ static void finish(scenario *s, harness_threads *t)
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
-Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_recovers)
+static void kill_scenario(const char *extra)
 {
     static scenario s = {.kind = FAULT_KILL};
     harness_threads t;
-    start_scenario(&s, &t, NULL);
+    start_scenario(&s, &t, extra);
     s.fault_ms = harness_now_ms();
     harness_kill(&H, VICTIM);
     atomic_store(&s.fault_done, 1);
@@ -331,20 +331,14 @@ Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_reco
     assert_survivors_failed(&s, MARGIN_MS, "h2");
 }
 
+Test(faults, a_daemon_killed_mid_allreduce_fails_it_everywhere_and_the_ring_recovers)
+{
+    kill_scenario(NULL);
+}
+
 Test(faults, with_3_tcp_streams_per_link_a_killed_daemon_fails_it_and_the_ring_recovers)
 {
-    static scenario s = {.kind = FAULT_KILL};
-    harness_threads t;
-    start_scenario(&s, &t, "streams: 3\n");
-    s.fault_ms = harness_now_ms();
-    harness_kill(&H, VICTIM);
-    atomic_store(&s.fault_done, 1);
-    harness_sleep_ms(HEARTBEAT_TIMEOUT_MS + MARGIN_MS);
-    cr_assert_eq(harness_spawn(&H, VICTIM), 0, "%s", H.err);
-    cr_assert_eq(harness_wait_ready(&H, VICTIM, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
-    atomic_store(&s.repaired, 1);
-    finish(&s, &t);
-    assert_survivors_failed(&s, MARGIN_MS, "h2");
+    kill_scenario("streams: 3\n");
 }
 
 Test(faults, a_frozen_daemon_is_noticed_by_heartbeats_and_the_ring_recovers)
