@@ -35,7 +35,7 @@
  * disagree on it, a rank never came, a deadline, a bad checksum) sends an
  * ABORT around the ring, so every host fails it with the same message and
  * the links stay up; frames of it still in flight are dropped as stale. A
- * protocol error drops both links instead (see fail_links()).
+ * protocol error drops both links instead (see drop_links()).
  *
  * Collectives run only while the links say the ring is ready, and are
  * numbered from 0 in each ring epoch. When a link breaks, the links move
@@ -90,7 +90,7 @@ typedef struct {
     int got_data;
     /* Allreduce: per host h, when h's first data from its left neighbour
      * came, relative to h's own start (microseconds; negative: it was
-     * waiting). DELTA_UNKNOWN until learnt; see name_straggler(). */
+     * waiting). FRAME_DELTA_UNKNOWN until learnt; see name_straggler(). */
     int32_t *delta_us;
 } active;
 
@@ -99,8 +99,6 @@ typedef struct {
     int32_t code;
     char reason[FRAME_MAX_TEXT + 1];
 } pending_abort;
-
-#define DELTA_UNKNOWN FRAME_DELTA_UNKNOWN
 
 struct ring {
     uv_loop_t *loop;
@@ -153,7 +151,7 @@ static void name_straggler(const ring *r, const active *a, int *last, uint64_t *
     *spread_us = 0;
     if (a->job->kind != RINGD_COLL_ALLREDUCE || r->n < 2) return;
     for (int h = 0; h < r->n; h++)
-        if (a->delta_us[h] == DELTA_UNKNOWN) return;
+        if (a->delta_us[h] == FRAME_DELTA_UNKNOWN) return;
     int64_t at = 0, lo = 0, hi = 0;
     int h = r->me;
     *last = h;
@@ -385,14 +383,6 @@ static void fail_abort(ring *r, active *a, int status, const char *fmt, ...)
     send_abort(r, &ab);
 }
 
-/* Fails the running collectives when frames may be half sent or half read:
- * both links are dropped, which also fails them at the neighbours at once,
- * and around the ring from there; the links re-form by themselves. Every
- * collective running goes down with the streams: a with this message, the
- * others saying they went with it. */
-static void fail_links(ring *r, active *a, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* The others running go down with a. */
 static void fail_others(ring *r, active *a)
 {
@@ -402,16 +392,6 @@ static void fail_others(ring *r, active *a)
             fail_here(o, a->status, "%s #%" PRIu64 " failed with #%" PRIu64 ": %s", o->job->label,
                       o->job->seq, a->job->seq, a->message);
     }
-}
-
-static void fail_links(ring *r, active *a, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    record_v(a, status, fmt, ap);
-    va_end(ap);
-    fail_others(r, a);
-    if (r->n > 1) links_reset(r->links, "a collective on this host failed");
 }
 
 /* Fails every running collective when a link is already gone: the links
@@ -426,6 +406,14 @@ static void fail_running(ring *r, active *a, int status, const char *fmt, ...)
     record_v(a, status, fmt, ap);
     va_end(ap);
     fail_others(r, a);
+}
+
+/* After fail_running(), when frames may be half sent or half read: both
+ * links are dropped, which breaks the ring from here (see links.c); they
+ * re-form by themselves. */
+static void drop_links(ring *r)
+{
+    if (r->n > 1) links_reset(r->links, "a collective on this host failed");
 }
 
 /* ---- sending ---- */
@@ -500,7 +488,7 @@ static void start(ring *r)
     a->recv_off = recv_off;
     a->delta_us = delta_us;
     for (int h = 0; h < r->n; h++)
-        a->delta_us[h] = DELTA_UNKNOWN;
+        a->delta_us[h] = FRAME_DELTA_UNKNOWN;
     a->job = j;
     a->epoch = r->epoch;
     a->start_ns = uv_hrtime();
@@ -551,7 +539,7 @@ static void start(ring *r)
     uint64_t bytes = c >= 0 ? chunk_len(r, a, c) : 0;
     for (uint64_t off = 0; off < bytes && a->status == 0; off += seg)
         send_segment(r, a, a->first, c, off, (uint32_t)(bytes - off < seg ? bytes - off : seg),
-                     j->weight, DELTA_UNKNOWN);
+                     j->weight, FRAME_DELTA_UNKNOWN);
 
     /* The left neighbour may have started first; its frames wait for us. */
     links_resume(r->links);
@@ -830,8 +818,9 @@ static int protocol_error(ring *r, active *a, char *why, size_t len, const char 
     va_start(ap, fmt);
     vsnprintf(why, len, fmt, ap);
     va_end(ap);
-    fail_links(r, a, RINGD_EPROTO, "%s #%" PRIu64 ": protocol error from left neighbour %s: %s",
-               a->job->label, a->job->seq, neighbour(r, -1), why);
+    fail_running(r, a, RINGD_EPROTO, "%s #%" PRIu64 ": protocol error from left neighbour %s: %s",
+                 a->job->label, a->job->seq, neighbour(r, -1), why);
+    drop_links(r);
     return RINGD_EPROTO;
 }
 
@@ -941,9 +930,10 @@ static int on_data(void *data, const frame_data *d, uint8_t **dst, char *why, si
         if (d->length > r->staging_cap) {
             uint8_t *p = realloc(r->staging, d->length);
             if (!p) {
-                fail_links(r, a, RINGD_ENOMEM,
-                           "%s #%" PRIu64 ": out of memory for a %u-byte segment", j->label, j->seq,
-                           d->length);
+                fail_running(r, a, RINGD_ENOMEM,
+                             "%s #%" PRIu64 ": out of memory for a %u-byte segment", j->label,
+                             j->seq, d->length);
+                drop_links(r);
                 snprintf(why, whylen, "out of memory");
                 return RINGD_ENOMEM;
             }
@@ -999,9 +989,9 @@ static void on_payload(void *data, const frame_data *d, int status, const char *
     if (a->recv_off[g] == clen) a->steps_left--;
     /* Allgather of an allreduce: the chunk carries the delta of the host
      * that completed it (this one at the first allgather step). */
-    int32_t delta = DELTA_UNKNOWN;
+    int32_t delta = FRAME_DELTA_UNKNOWN;
     if (j->kind == RINGD_COLL_ALLREDUCE && g >= r->n - 1) {
-        if (d->delta_us != DELTA_UNKNOWN) a->delta_us[mod(c - 1, r->n)] = d->delta_us;
+        if (d->delta_us != FRAME_DELTA_UNKNOWN) a->delta_us[mod(c - 1, r->n)] = d->delta_us;
         delta = d->delta_us;
     } else if (j->kind == RINGD_COLL_ALLREDUCE && g == r->n - 2) {
         delta = a->delta_us[r->me];
