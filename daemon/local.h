@@ -1,7 +1,7 @@
 /*
  * local.h - the daemon's Unix socket: sessions of the local training
- * processes, their shared memory regions, and the gathering of their
- * submissions into one ring collective per step.
+ * processes. Their regions are regions.h's, their collectives go through
+ * gather.h to the engine, their status comes from status.h.
  */
 #ifndef RINGD_LOCAL_H
 #define RINGD_LOCAL_H
@@ -11,13 +11,13 @@
 
 #include "config/config.h"
 #include "rates.h"
-#include "ring.h"
+#include "engine.h"
 
 typedef struct local local;
 
-/* Creates the local side of host `me`; r runs its collectives. c and r must
+/* Creates the local side of host `me`; e runs its collectives. c and e must
  * outlive it. */
-int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, ring *r);
+int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, engine *e);
 
 /* Creates the socket (replacing a stale one) and accepts clients. Returns 0
  * or a negative code with a message in err. */

@@ -74,3 +74,19 @@ const char *log_repeated(char *buf, size_t len, uint32_t suppressed, unsigned in
              interval_s);
     return buf;
 }
+
+void log_limited(log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms, log_level_e level,
+                 const char *fmt, ...)
+{
+    char line[1024], note[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    uint32_t suppressed = 0;
+    if (log_ratelimit_ok(rl, now_ms, interval_ms, &suppressed))
+        log_at(level, "%s%s", line,
+               log_repeated(note, sizeof note, suppressed, (unsigned)(interval_ms / 1000)));
+    else
+        log_debug("%s", line);
+}

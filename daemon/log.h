@@ -40,6 +40,12 @@ int log_ratelimit_ok(log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms,
                      uint32_t *suppressed);
 void log_ratelimit_reset(log_ratelimit *rl);
 
+/* Logs a line that a peer could repeat for ever (a misconfigured or hostile
+ * host, a flood of bad connections): at `level` at most once per interval_ms
+ * of now_ms, saying how many were not, and at debug otherwise. */
+void log_limited(log_ratelimit *rl, uint64_t now_ms, uint64_t interval_ms, log_level_e level,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* The suffix of a rate-limited line: "" when nothing was suppressed, else
  * " (N more since the last such line; at most one per S s)", in buf. */
 const char *log_repeated(char *buf, size_t len, uint32_t suppressed, unsigned interval_s);

@@ -25,7 +25,8 @@
 #include "metrics.h"
 #include "notify.h"
 #include "rates.h"
-#include "ring.h"
+#include "engine.h"
+#include "status.h"
 #include "ringd.h"
 
 #define EXIT_USAGE 2
@@ -35,7 +36,7 @@ typedef struct {
     const char *config_path, *host_name;
     cfg config;
     int me;
-    ring *ring;
+    engine *engine;
     local *local;
     metrics *metrics;
     rates rates;
@@ -97,10 +98,10 @@ static void on_local_closed(void *data)
     notify_close();
 }
 
-static void on_ring_closed(void *data)
+static void on_engine_closed(void *data)
 {
     daemon_state *d = data;
-    d->ring = NULL;
+    d->engine = NULL;
     local_close(d->local, RINGD_ESHUTDOWN, "ringd is shutting down", on_local_closed, d);
 }
 
@@ -116,7 +117,7 @@ static void stop(daemon_state *d, const char *why)
     d->metrics = NULL;
     /* A re-forming engine is already closing; on_reformed sees stopping. */
     if (!d->reforming)
-        ring_close(d->ring, RINGD_ESHUTDOWN, "ringd is shutting down", on_ring_closed, d);
+        engine_close(d->engine, RINGD_ESHUTDOWN, "ringd is shutting down", on_engine_closed, d);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -128,22 +129,22 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static int start_engine(daemon_state *d, char *err, size_t errlen)
 {
-    int rc = ring_new(&d->ring, d->loop, &d->config, d->me);
+    int rc = engine_new(&d->engine, d->loop, &d->config, d->me, d->has_key ? &d->key : NULL);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start: %s", ringd_strerror(rc));
+        d->engine = NULL;
         return rc;
     }
-    if (d->has_key) ring_set_key(d->ring, &d->key);
-    rc = local_new(&d->local, d->loop, &d->config, d->me, d->ring);
+    rc = local_new(&d->local, d->loop, &d->config, d->me, d->engine);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start: %s", ringd_strerror(rc));
-        ring_close(d->ring, RINGD_ESHUTDOWN, "start-up failed", NULL, NULL);
-        d->ring = NULL;
+        engine_close(d->engine, RINGD_ESHUTDOWN, "start-up failed", NULL, NULL);
+        d->engine = NULL;
         return rc;
     }
     local_set_rates(d->local, &d->rates);
     d->started_ms = uv_now(d->loop);
-    if (local_start(d->local, err, errlen) < 0 || ring_start(d->ring, err, errlen) < 0)
+    if (local_start(d->local, err, errlen) < 0 || engine_start(d->engine, err, errlen) < 0)
         return RINGD_EIO;
     const cfg_host *h = &d->config.hosts[d->me];
     log_info("ringd %d.%d.%d: host %s (%d of %zu) in cluster %s, %d local client(s), %d "
@@ -153,29 +154,13 @@ static int start_engine(daemon_state *d, char *err, size_t errlen)
     return 0;
 }
 
-static void collect(void *data, metrics_snapshot *s)
+static void collect(void *data, status_snapshot *s)
 {
     daemon_state *d = data;
-    const cfg *c = &d->config;
-    int n = (int)c->n_hosts;
-    s->cluster = c->cluster;
-    s->hosts = c->hosts;
-    s->n_hosts = n;
-    s->host = c->hosts[d->me].name;
-    s->left = c->hosts[(d->me + n - 1) % n].name;
-    s->right = c->hosts[(d->me + 1) % n].name;
-    s->local_size = c->hosts[d->me].local_clients;
-    if (!d->ring || !d->local) return; /* between two engines of a reload */
-    const links *lk = ring_links(d->ring);
-    ring_get_stats(d->ring, &s->ring);
-    links_get_stats(lk, &s->links);
-    s->epoch = links_epoch(lk);
-    s->left_up = links_state(lk, LINK_LEFT) == LINK_UP || links_state(lk, LINK_LEFT) == LINK_SELF;
-    s->right_up =
-        links_state(lk, LINK_RIGHT) == LINK_UP || links_state(lk, LINK_RIGHT) == LINK_SELF;
-    s->ready = links_ready(lk);
-    s->clients = local_clients(d->local);
-    s->uptime_ms = uv_now(d->loop) - d->started_ms;
+    int between = !d->engine || !d->local; /* between two engines of a reload */
+    status_collect(s, &d->config, d->me, between ? NULL : d->engine,
+                   between ? 0 : local_clients(d->local), uv_now(d->loop) - d->started_ms,
+                   &d->rates);
 }
 
 static void start_metrics(daemon_state *d)
@@ -194,21 +179,20 @@ static void start_metrics(daemon_state *d)
 static void on_second(uv_timer_t *t)
 {
     daemon_state *d = t->data;
-    if (!d->ring || !d->local || d->stopping) return;
-    metrics_snapshot s;
-    memset(&s, 0, sizeof s);
+    if (!d->engine || !d->local || d->stopping) return;
+    status_snapshot s;
     collect(d, &s);
-    rates_add(&d->rates, uv_now(d->loop), s.links.bytes_in, s.links.bytes_out);
+    rates_add(&d->rates, uv_now(d->loop), s.eng.net.bytes_in, s.eng.net.bytes_out);
     char text[256];
-    if (s.ready)
+    if (s.eng.ready)
         snprintf(text, sizeof text,
                  "ring up, epoch %u, %llu collectives done, %llu failed, %d/%d clients",
-                 (unsigned)s.epoch, (unsigned long long)s.ring.done,
-                 (unsigned long long)s.ring.failed, s.clients, s.local_size);
+                 (unsigned)s.eng.epoch, (unsigned long long)s.eng.jobs.done,
+                 (unsigned long long)s.eng.jobs.failed, s.clients, s.local_size);
     else if (s.left_up && s.right_up)
         snprintf(text, sizeof text,
                  "ring forming: both links up, waiting for the rest of the ring (epoch %u)",
-                 (unsigned)s.epoch);
+                 (unsigned)s.eng.epoch);
     else
         snprintf(text, sizeof text, "ring forming: left link from %s %s, right link to %s %s",
                  s.left, s.left_up ? "up" : "down", s.right, s.right_up ? "up" : "down");
@@ -303,7 +287,7 @@ static void on_reform_local_closed(void *data)
     if (start_engine(d, err, sizeof err) < 0) {
         log_error("reload: %s", err);
         d->status = 1;
-        if (d->ring) {
+        if (d->engine) {
             stop(d, "the re-formed ring could not start");
         } else {
             d->stopping = 1;
@@ -316,10 +300,10 @@ static void on_reform_local_closed(void *data)
     notify_ready();
 }
 
-static void on_reform_ring_closed(void *data)
+static void on_reform_engine_closed(void *data)
 {
     daemon_state *d = data;
-    d->ring = NULL;
+    d->engine = NULL;
     local_close(d->local, RINGD_ERING,
                 "the ring is re-formed after a configuration reload; reconnect",
                 on_reform_local_closed, d);
@@ -380,8 +364,8 @@ static void reload(daemon_state *d)
     d->next = n;
     d->next_me = me;
     d->reforming = 1;
-    ring_close(d->ring, RINGD_ERING, "the ring is re-formed after a configuration reload",
-               on_reform_ring_closed, d);
+    engine_close(d->engine, RINGD_ERING, "the ring is re-formed after a configuration reload",
+                 on_reform_engine_closed, d);
 }
 
 static void on_sighup(uv_signal_t *h, int signum)
@@ -399,7 +383,7 @@ static int parse_level(const char *s, log_level_e *out)
             return 0;
         }
     }
-    return -1;
+    return RINGD_EINVAL;
 }
 
 int main(int argc, char **argv)
@@ -504,7 +488,7 @@ int main(int argc, char **argv)
     if (start_engine(&d, err, sizeof err) < 0) {
         log_error("%s", err);
         d.status = 1;
-        if (d.ring) {
+        if (d.engine) {
             stop(&d, "start-up failed");
         } else {
             on_local_closed(&d);

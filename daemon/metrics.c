@@ -22,14 +22,14 @@
 #define REQUEST_TIMEOUT_MS 5000
 #define MAX_BODY (64 * 1024)
 
-typedef struct conn conn;
+typedef struct http_conn http_conn;
 
 struct metrics {
     uv_loop_t *loop;
     uv_tcp_t server;
     metrics_collect_cb collect;
     void *data;
-    conn *conns;
+    http_conn *conns;
     int n_conns;
     int closing, open_handles;
     void (*done)(void *);
@@ -38,7 +38,7 @@ struct metrics {
 
 typedef enum { CONN_READING, CONN_WRITING, CONN_CLOSING } conn_state;
 
-struct conn {
+struct http_conn {
     metrics *m;
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -48,7 +48,7 @@ struct conn {
     char req[MAX_REQUEST];
     size_t req_len;
     char *resp;
-    conn *next;
+    http_conn *next;
 };
 
 /* ---- rendering ---- */
@@ -94,9 +94,9 @@ static const char *label(const char *s, char *buf, size_t cap)
     return buf;
 }
 
-static const char *const outcome_names[RING_OUTCOMES] = {"ok", "timeout", "mismatch", "error"};
+static const char *const outcome_names[JOB_OUTCOMES] = {"ok", "timeout", "mismatch", "error"};
 
-int metrics_render(const metrics_snapshot *s, char *buf, size_t cap)
+int metrics_render(const status_snapshot *s, char *buf, size_t cap)
 {
     out_buf o = {buf, 0, cap, 0};
     char c[2 * 64 + 8], h[2 * 64 + 8], l[2 * 64 + 8], r[2 * 64 + 8];
@@ -111,10 +111,10 @@ int metrics_render(const metrics_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_uptime_seconds", "gauge", "Seconds since the ring engine started.");
     put(&o, "ringd_uptime_seconds %.3f\n", (double)s->uptime_ms / 1000);
     head(&o, "ringd_epoch", "gauge", "Ring epoch: a new one whenever a link breaks or forms.");
-    put(&o, "ringd_epoch %u\n", (unsigned)s->epoch);
+    put(&o, "ringd_epoch %u\n", (unsigned)s->eng.epoch);
     head(&o, "ringd_ring_ready", "gauge",
          "1 if the ring is whole under the current epoch and collectives run.");
-    put(&o, "ringd_ring_ready %d\n", s->ready);
+    put(&o, "ringd_ring_ready %d\n", s->eng.ready);
     head(&o, "ringd_clients", "gauge", "Local ranks connected.");
     put(&o, "ringd_clients %d\n", s->clients);
     head(&o, "ringd_clients_configured", "gauge", "local_clients configured for this host.");
@@ -126,55 +126,57 @@ int metrics_render(const metrics_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_link_bytes_total", "counter",
          "Collective payload bytes: received on the left link, sent on the right one.");
     put(&o, "ringd_link_bytes_total{link=\"left\",peer=\"%s\",direction=\"in\"} %llu\n", l,
-        (unsigned long long)s->links.bytes_in);
+        (unsigned long long)s->eng.net.bytes_in);
     put(&o, "ringd_link_bytes_total{link=\"right\",peer=\"%s\",direction=\"out\"} %llu\n", r,
-        (unsigned long long)s->links.bytes_out);
+        (unsigned long long)s->eng.net.bytes_out);
     head(&o, "ringd_link_breaks_total", "counter", "Ring links lost, either side.");
-    put(&o, "ringd_link_breaks_total %llu\n", (unsigned long long)s->links.breaks);
+    put(&o, "ringd_link_breaks_total %llu\n", (unsigned long long)s->eng.net.breaks);
     head(&o, "ringd_auth_failures_total", "counter",
          "Peers refused for a wrong or missing cluster key.");
-    put(&o, "ringd_auth_failures_total %llu\n", (unsigned long long)s->links.auth_failures);
+    put(&o, "ringd_auth_failures_total %llu\n", (unsigned long long)s->eng.net.auth_failures);
     head(&o, "ringd_checksum_errors_total", "counter", "DATA payloads received with a bad CRC32C.");
-    put(&o, "ringd_checksum_errors_total %llu\n", (unsigned long long)s->links.checksum_errors);
+    put(&o, "ringd_checksum_errors_total %llu\n", (unsigned long long)s->eng.net.checksum_errors);
     head(&o, "ringd_link_reconnects_total", "counter",
          "Times the right link was re-established after being up.");
     put(&o, "ringd_link_reconnects_total{link=\"right\",peer=\"%s\"} %llu\n", r,
-        (unsigned long long)s->links.reconnects);
+        (unsigned long long)s->eng.net.reconnects);
 
     head(&o, "ringd_collectives_total", "counter", "Collectives ended, by kind and outcome.");
-    for (int k = RINGD_COLL_ALLREDUCE; k <= RINGD_COLL_BARRIER && k < RING_KINDS; k++)
-        for (int oc = 0; oc < RING_OUTCOMES; oc++)
-            put(&o, "ringd_collectives_total{kind=\"%s\",outcome=\"%s\"} %llu\n", ring_coll_name(k),
-                outcome_names[oc], (unsigned long long)s->ring.by_kind[k][oc]);
+    for (int k = RINGD_COLL_ALLREDUCE; k <= RINGD_COLL_BARRIER && k < JOB_KINDS; k++)
+        for (int oc = 0; oc < JOB_OUTCOMES; oc++)
+            put(&o, "ringd_collectives_total{kind=\"%s\",outcome=\"%s\"} %llu\n",
+                engine_kind_name(k), outcome_names[oc],
+                (unsigned long long)s->eng.jobs.by_kind[k][oc]);
 
     head(&o, "ringd_collective_duration_seconds", "histogram",
          "Time of a collective on this host, from its start here to its end.");
     uint64_t cum = 0;
-    for (int b = 0; b < RING_LATENCY_BUCKETS; b++) {
-        cum += s->ring.latency[b];
-        put(&o, "ringd_collective_duration_seconds_bucket{le=\"%g\"} %llu\n",
-            ring_latency_bounds[b], (unsigned long long)cum);
+    for (int b = 0; b < JOB_LATENCY_BUCKETS; b++) {
+        cum += s->eng.jobs.latency[b];
+        put(&o, "ringd_collective_duration_seconds_bucket{le=\"%g\"} %llu\n", job_latency_bounds[b],
+            (unsigned long long)cum);
     }
-    cum += s->ring.latency[RING_LATENCY_BUCKETS];
+    cum += s->eng.jobs.latency[JOB_LATENCY_BUCKETS];
     put(&o, "ringd_collective_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
         (unsigned long long)cum);
-    put(&o, "ringd_collective_duration_seconds_sum %.6f\n", s->ring.latency_sum_s);
+    put(&o, "ringd_collective_duration_seconds_sum %.6f\n", s->eng.jobs.latency_sum_s);
     put(&o, "ringd_collective_duration_seconds_count %llu\n", (unsigned long long)cum);
 
     head(&o, "ringd_straggler_wait_seconds_total", "counter",
          "Time collectives waited on this host for the left neighbour's first data.");
-    put(&o, "ringd_straggler_wait_seconds_total{peer=\"%s\"} %.6f\n", l, s->ring.wait_sum_s);
+    put(&o, "ringd_straggler_wait_seconds_total{peer=\"%s\"} %.6f\n", l, s->eng.jobs.wait_sum_s);
     head(&o, "ringd_straggler_waits_total", "counter",
          "Collectives whose wait for the left neighbour was measured.");
     put(&o, "ringd_straggler_waits_total{peer=\"%s\"} %llu\n", l,
-        (unsigned long long)s->ring.waits);
+        (unsigned long long)s->eng.jobs.waits);
     head(&o, "ringd_straggler_last_total", "counter",
          "Allreduces each host started last, at least 1 ms after the first host (as this host "
          "worked out from every host's wait).");
-    for (int i = 0; i < s->n_hosts && i < RING_STATS_HOSTS; i++) {
+    for (int i = 0; i < s->n_hosts && i < JOB_STATS_HOSTS; i++) {
         char name[256];
         put(&o, "ringd_straggler_last_total{host=\"%s\"} %llu\n",
-            label(s->hosts[i].name, name, sizeof name), (unsigned long long)s->ring.last_count[i]);
+            label(s->hosts[i].name, name, sizeof name),
+            (unsigned long long)s->eng.jobs.last_count[i]);
     }
     return o.overflow ? -1 : (int)o.len;
 }
@@ -192,10 +194,10 @@ static void maybe_done(metrics *m)
 
 static void on_conn_handle_closed(uv_handle_t *hd)
 {
-    conn *c = hd->data;
+    http_conn *c = hd->data;
     if (--c->handles > 0) return;
     metrics *m = c->m;
-    for (conn **p = &m->conns; *p; p = &(*p)->next) {
+    for (http_conn **p = &m->conns; *p; p = &(*p)->next) {
         if (*p == c) {
             *p = c->next;
             break;
@@ -207,7 +209,7 @@ static void on_conn_handle_closed(uv_handle_t *hd)
     maybe_done(m);
 }
 
-static void conn_close(conn *c)
+static void http_close(http_conn *c)
 {
     if (c->state == CONN_CLOSING) return;
     c->state = CONN_CLOSING;
@@ -218,10 +220,10 @@ static void conn_close(conn *c)
 static void on_write_done(uv_write_t *w, int status)
 {
     (void)status;
-    conn_close(w->data);
+    http_close(w->data);
 }
 
-static void respond(conn *c, const char *status_line, const char *type, const char *body,
+static void respond(http_conn *c, const char *status_line, const char *type, const char *body,
                     size_t body_len)
 {
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -233,24 +235,24 @@ static void respond(conn *c, const char *status_line, const char *type, const ch
                      status_line, type, body_len);
     c->resp = malloc((size_t)n + body_len);
     if (!c->resp) {
-        conn_close(c);
+        http_close(c);
         return;
     }
     memcpy(c->resp, hdr, (size_t)n);
     memcpy(c->resp + n, body, body_len);
     uv_buf_t b = uv_buf_init(c->resp, (unsigned)((size_t)n + body_len));
     c->write.data = c;
-    if (uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_write_done) < 0) conn_close(c);
+    if (uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_write_done) < 0) http_close(c);
 }
 
-static void respond_text(conn *c, const char *status_line, const char *text)
+static void respond_text(http_conn *c, const char *status_line, const char *text)
 {
     respond(c, status_line, "text/plain; charset=utf-8", text, strlen(text));
 }
 
-static void serve_metrics(conn *c)
+static void serve_metrics(http_conn *c)
 {
-    metrics_snapshot s;
+    status_snapshot s;
     memset(&s, 0, sizeof s);
     c->m->collect(c->m->data, &s);
     char *body = malloc(MAX_BODY);
@@ -263,7 +265,7 @@ static void serve_metrics(conn *c)
 }
 
 /* A complete request head is in c->req: answer it. */
-static void process_request(conn *c)
+static void process_request(http_conn *c)
 {
     char *eol = memchr(c->req, '\n', c->req_len);
     size_t len = (size_t)(eol - c->req);
@@ -289,13 +291,13 @@ static void process_request(conn *c)
 
 static void on_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
 {
-    conn *c = hd->data;
+    http_conn *c = hd->data;
     (void)suggested;
     *buf = uv_buf_init(c->req + c->req_len, (unsigned)(sizeof c->req - 1 - c->req_len));
 }
 
 /* The request head ends with an empty line. */
-static int head_complete(const conn *c)
+static int head_complete(const http_conn *c)
 {
     for (size_t i = 0; i + 1 < c->req_len; i++) {
         if (c->req[i] == '\n' && c->req[i + 1] == '\n') return 1;
@@ -306,11 +308,11 @@ static int head_complete(const conn *c)
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    conn *c = st->data;
+    http_conn *c = st->data;
     (void)buf;
     if (c->state != CONN_READING) return;
     if (nread < 0) {
-        conn_close(c);
+        http_close(c);
         return;
     }
     c->req_len += (size_t)nread;
@@ -322,14 +324,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 static void on_request_timeout(uv_timer_t *t)
 {
-    conn_close(t->data);
+    http_close(t->data);
 }
 
 static void on_connection(uv_stream_t *server, int status)
 {
     metrics *m = server->data;
     if (status < 0 || m->closing) return;
-    conn *c = calloc(1, sizeof *c);
+    http_conn *c = calloc(1, sizeof *c);
     if (!c) return;
     c->m = m;
     uv_tcp_init(m->loop, &c->tcp);
@@ -340,11 +342,11 @@ static void on_connection(uv_stream_t *server, int status)
     m->conns = c;
     m->n_conns++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || m->n_conns > MAX_CONNS) {
-        conn_close(c);
+        http_close(c);
         return;
     }
     uv_timer_start(&c->timer, on_request_timeout, REQUEST_TIMEOUT_MS, 0);
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) conn_close(c);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) http_close(c);
 }
 
 /* ---- lifecycle ---- */
@@ -412,7 +414,7 @@ void metrics_close(metrics *m, void (*done)(void *), void *data)
     m->closing = 1;
     m->done = done;
     m->done_data = data;
-    for (conn *c = m->conns; c; c = c->next)
-        conn_close(c);
+    for (http_conn *c = m->conns; c; c = c->next)
+        http_close(c);
     uv_close((uv_handle_t *)&m->server, on_server_closed);
 }

@@ -12,23 +12,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "links.h"
-#include "ring.h"
+#include "status.h"
 
-typedef struct {
-    const char *cluster, *host, *left, *right; /* names */
-    const cfg_host *hosts;                     /* every host, ring order */
-    int n_hosts;
-    ring_stats ring;
-    links_stats links;
-    uint32_t epoch;
-    int left_up, right_up;
-    int ready; /* the ring is whole and confirmed: collectives run */
-    int clients, local_size;
-    uint64_t uptime_ms;
-} metrics_snapshot;
-
-typedef void (*metrics_collect_cb)(void *data, metrics_snapshot *out);
+typedef void (*metrics_collect_cb)(void *data, status_snapshot *out);
 
 typedef struct metrics metrics;
 
@@ -43,6 +29,6 @@ void metrics_close(metrics *m, void (*done)(void *), void *data);
 
 /* Renders s as Prometheus text into buf. Returns the length, or -1 if cap
  * is too small. */
-int metrics_render(const metrics_snapshot *s, char *buf, size_t cap);
+int metrics_render(const status_snapshot *s, char *buf, size_t cap);
 
 #endif /* RINGD_METRICS_H */

@@ -1,6 +1,7 @@
 /*
- * net.h - small helpers for the daemon's TCP connections (ring links and
- * the star baseline).
+ * net.h - what the daemon's TCP connections share: the environment every
+ * link and listener of one engine lives in, their counters, and small
+ * helpers for addresses and sockets.
  */
 #ifndef RINGD_NET_H
 #define RINGD_NET_H
@@ -9,6 +10,27 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <uv.h>
+
+#include "conn.h"
+
+/* Counters of every link of one host, for status and metrics. */
+typedef struct {
+    uint64_t bytes_in, bytes_out; /* DATA payload bytes */
+    uint64_t reconnects;          /* a connector's link re-established after being up */
+    uint64_t breaks;              /* links lost (either end) */
+    uint64_t auth_failures;       /* peers refused for a wrong or missing key */
+    uint64_t checksum_errors;     /* DATA payloads with a bad CRC32C */
+} net_stats;
+
+/* Where the links and the listener of one engine live; owned by the engine
+ * and outliving them all. */
+typedef struct {
+    uv_loop_t *loop;
+    const cfg *cfg;
+    const hs_ctx *hs;
+    lifetime *lt; /* the engine's: each link and listener holds it */
+    net_stats *stats;
+} net_env;
 
 /* "10.0.0.7:7701" or "[::1]:7701" ("?" for another family). */
 void net_describe_addr(const struct sockaddr *sa, char *out, size_t len);

@@ -124,16 +124,19 @@ typedef struct {
     char reason[FRAME_MAX_TEXT + 1];
 } frame_abort;
 
-/* Errors of the decoders. Each names what was wrong; frame_strerror() prints it. */
+/* Errors of the decoders and encoders. Each names what was wrong;
+ * frame_strerror() prints it. They have a range of their own (-101..-199),
+ * apart from the RINGD_E* codes, so that one can never pass for the other;
+ * modules outside proto/ turn them into RINGD_E* codes with a message. */
 typedef enum {
     FRAME_OK = 0,
-    FRAME_EAGAIN = -1,     /* not enough bytes yet: read more and call again */
-    FRAME_EMAGIC = -2,     /* not a ringd frame */
-    FRAME_EVERSION = -3,   /* another protocol version */
-    FRAME_ETYPE = -4,      /* unknown frame type */
-    FRAME_ELENGTH = -5,    /* body length over the limit for its type */
-    FRAME_EMALFORMED = -6, /* body inconsistent with its type (bad field, bad string) */
-    FRAME_ESPACE = -7,     /* the output buffer is too small (encoders) */
+    FRAME_EAGAIN = -101,     /* not enough bytes yet: read more and call again */
+    FRAME_EMAGIC = -102,     /* not a ringd frame */
+    FRAME_EVERSION = -103,   /* another protocol version */
+    FRAME_ETYPE = -104,      /* unknown frame type */
+    FRAME_ELENGTH = -105,    /* body length over the limit for its type */
+    FRAME_EMALFORMED = -106, /* body inconsistent with its type (bad field, bad string) */
+    FRAME_ESPACE = -107,     /* the output buffer is too small (encoders) */
 } frame_err;
 
 const char *frame_strerror(int err);

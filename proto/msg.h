@@ -157,16 +157,17 @@ typedef struct {
     msg_recent recent[MSG_MAX_RECENT];
 } msg_status;
 
-/* Decoder and encoder errors; same values and meaning as frame_err. */
+/* Decoder and encoder errors: the meanings of frame_err, in a range of their
+ * own (-201..-299), apart from RINGD_E* and FRAME_E* codes. */
 typedef enum {
     MSG_OK = 0,
-    MSG_EAGAIN = -1,
-    MSG_EMAGIC = -2,
-    MSG_EVERSION = -3,
-    MSG_ETYPE = -4,
-    MSG_ELENGTH = -5,
-    MSG_EMALFORMED = -6,
-    MSG_ESPACE = -7,
+    MSG_EAGAIN = -201,
+    MSG_EMAGIC = -202,
+    MSG_EVERSION = -203,
+    MSG_ETYPE = -204,
+    MSG_ELENGTH = -205,
+    MSG_EMALFORMED = -206,
+    MSG_ESPACE = -207,
 } msg_err;
 
 const char *msg_strerror(int err);

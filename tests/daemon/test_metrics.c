@@ -7,28 +7,28 @@
 
 #include "daemon/metrics.h"
 
-static metrics_snapshot sample(void)
+static status_snapshot sample(void)
 {
-    metrics_snapshot s;
+    status_snapshot s;
     memset(&s, 0, sizeof s);
     s.cluster = "c";
     s.host = "a";
     s.left = "z";
     s.right = "b";
-    s.ring.by_kind[RINGD_COLL_ALLREDUCE][RING_OK] = 7;
-    s.ring.by_kind[RINGD_COLL_BARRIER][RING_TIMEOUT] = 2;
-    s.ring.latency[0] = 3;                    /* <= 0.5 ms */
-    s.ring.latency[2] = 4;                    /* <= 2.5 ms */
-    s.ring.latency[RING_LATENCY_BUCKETS] = 2; /* over 60 s */
-    s.ring.latency_sum_s = 130.5;
-    s.links.bytes_in = 1234;
+    s.eng.jobs.by_kind[RINGD_COLL_ALLREDUCE][JOB_OK] = 7;
+    s.eng.jobs.by_kind[RINGD_COLL_BARRIER][JOB_TIMEOUT] = 2;
+    s.eng.jobs.latency[0] = 3;                   /* <= 0.5 ms */
+    s.eng.jobs.latency[2] = 4;                   /* <= 2.5 ms */
+    s.eng.jobs.latency[JOB_LATENCY_BUCKETS] = 2; /* over 60 s */
+    s.eng.jobs.latency_sum_s = 130.5;
+    s.eng.net.bytes_in = 1234;
     s.left_up = 1;
     return s;
 }
 
 Test(metrics, render_counts_by_kind_and_outcome_and_labels_the_links)
 {
-    metrics_snapshot s = sample();
+    status_snapshot s = sample();
     static char buf[65536];
     cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
     cr_assert_not_null(
@@ -43,7 +43,7 @@ Test(metrics, render_counts_by_kind_and_outcome_and_labels_the_links)
 
 Test(metrics, the_latency_histogram_is_cumulative_up_to_inf)
 {
-    metrics_snapshot s = sample();
+    status_snapshot s = sample();
     static char buf[65536];
     cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
     cr_assert_not_null(strstr(buf, "ringd_collective_duration_seconds_bucket{le=\"0.0005\"} 3\n"));
@@ -57,7 +57,7 @@ Test(metrics, the_latency_histogram_is_cumulative_up_to_inf)
 
 Test(metrics, render_refuses_a_buffer_too_small)
 {
-    metrics_snapshot s = sample();
+    status_snapshot s = sample();
     char buf[256];
     cr_assert_eq(metrics_render(&s, buf, sizeof buf), -1);
 }

@@ -1,0 +1,316 @@
+/*
+ * listener.c - a daemon's TCP port and the acceptor's handshake; see
+ * listener.h.
+ */
+#include "listener.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ringd.h"
+
+#define REFUSAL_LOG_MS 60000
+#define CONTROL_CAP (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
+
+/* A connection whose handshake is not done. */
+typedef struct pending {
+    listener *l;
+    conn *c;
+    int awaiting_auth; /* WELCOME sent, AUTH expected */
+    int refusing;      /* a refusal is logged and on its way: close quietly */
+    int from;          /* HELLO's from_pos, once accepted */
+    struct pending *next;
+} pending;
+
+struct listener {
+    net_env env;
+    const listener_ops *ops;
+    void *owner;
+    uv_tcp_t tcp;
+    int listening;
+    pending *pending;
+    int n_pending;
+    log_ratelimit refuse_rl, drop_rl;
+};
+
+static const reader_ops pending_ops;
+
+static uint64_t now(const listener *l)
+{
+    return uv_now(l->env.loop);
+}
+
+/* Takes p off the list and frees it. */
+static void forget(pending *p)
+{
+    listener *l = p->l;
+    for (pending **q = &l->pending; *q; q = &(*q)->next) {
+        if (*q == p) {
+            *q = p->next;
+            l->n_pending--;
+            break;
+        }
+    }
+    free(p);
+}
+
+static void on_pending_closed(void *owner, conn *c, const char *why)
+{
+    pending *p = owner;
+    listener *l = p->l;
+    /* A stranger's bytes: said once a minute at warn, every time at debug,
+     * so that a port scanner cannot flood the log. */
+    if (!p->refusing && !l->env.lt->closing)
+        log_limited(&l->drop_rl, now(l), REFUSAL_LOG_MS, LOG_WARN,
+                    "dropped connection from %s before its handshake: %s", c->peer, why);
+    forget(p);
+}
+
+/* Answers a HELLO with a refusal and closes once it is out. */
+static void refuse(pending *p, int code, const char *reason, uint32_t epoch)
+{
+    listener *l = p->l;
+    log_limited(&l->refuse_rl, now(l), REFUSAL_LOG_MS, LOG_WARN, "refused connection from %s: %s",
+                p->c->peer, reason);
+    char text[FRAME_MAX_TEXT + 96];
+    snprintf(text, sizeof text, "refused a connection from %s: %s", p->c->peer, reason);
+    l->ops->refused(l->owner, text);
+    frame_welcome w;
+    uint8_t buf[CONTROL_CAP];
+    hs_refusal(code, reason, epoch, &w);
+    int n = frame_encode_welcome(buf, sizeof buf, &w);
+    p->refusing = 1;
+    reader_stop(&p->c->rd);
+    conn_stop_reading(p->c);
+    if (n < 0 || conn_send(p->c, buf, (size_t)n, 1) < 0) conn_close(p->c, "refused");
+}
+
+/* The handshake is done: the connection goes to the owner. */
+static void hand_over(pending *p)
+{
+    listener *l = p->l;
+    conn *c = p->c;
+    int from = p->from;
+    /* Orphaned first: if the owner closes it, nobody here hears of it. */
+    conn_adopt(c, l->env.lt, &pending_ops, NULL, NULL);
+    forget(p);
+    l->ops->accepted(l->owner, c, from);
+}
+
+static void handle_hello(pending *p, const frame_header *hdr, const uint8_t *body)
+{
+    listener *l = p->l;
+    const hs_ctx *hs = l->env.hs;
+    frame_hello h;
+    char why[FRAME_MAX_TEXT];
+    if (frame_decode_hello(hdr, body, &h) < 0) {
+        conn_close(p->c, "malformed HELLO");
+        return;
+    }
+    int rc = hs_check_hello(hs, hdr, &h, why, sizeof why);
+    if (rc < 0) {
+        if (rc == RINGD_EAUTH) l->env.stats->auth_failures++;
+        refuse(p, rc, why, l->ops->welcome_epoch(l->owner, NULL));
+        return;
+    }
+    frame_welcome w;
+    uint8_t buf[CONTROL_CAP];
+    if (hs_welcome(hs, &h, l->ops->welcome_epoch(l->owner, &h), &w, &p->c->hs) < 0) {
+        conn_close(p->c, "cannot make a random challenge");
+        return;
+    }
+    int n = frame_encode_welcome(buf, sizeof buf, &w);
+    if (n < 0 || conn_send(p->c, buf, (size_t)n, 0) < 0) {
+        conn_close(p->c, "cannot send WELCOME");
+        return;
+    }
+    p->from = (int)h.from_pos;
+    /* With several streams, a byte past the handshake belongs to the link's
+     * stripes: read the rest of the handshake exactly, nothing ahead. */
+    if (hs->streams > 1) reader_set_read_ahead(&p->c->rd, 0);
+    if (hs->key) {
+        p->awaiting_auth = 1; /* not a link until it answers our challenge */
+        return;
+    }
+    hand_over(p);
+}
+
+static void handle_auth(pending *p, const frame_header *hdr, const uint8_t *body)
+{
+    listener *l = p->l;
+    frame_auth a;
+    if (frame_decode_auth(hdr, body, &a) < 0) {
+        conn_close(p->c, "malformed AUTH");
+        return;
+    }
+    if (!hs_check_auth(l->env.hs, &p->c->hs, &a)) {
+        log_limited(&l->refuse_rl, now(l), REFUSAL_LOG_MS, LOG_WARN,
+                    "refused connection from %s claiming to be \"%s\": authentication failed "
+                    "(wrong cluster key; are both secret_files identical?)",
+                    p->c->peer, p->c->hs.claimed);
+        char text[256];
+        snprintf(text, sizeof text,
+                 "a connection from %s claiming to be \"%s\" failed authentication (wrong "
+                 "cluster key)",
+                 p->c->peer, p->c->hs.claimed);
+        l->ops->refused(l->owner, text);
+        l->env.stats->auth_failures++;
+        p->refusing = 1; /* logged here, once */
+        conn_close(p->c, "authentication failed");
+        return;
+    }
+    hand_over(p);
+}
+
+static void on_header(void *owner, int rc, const frame_header *h)
+{
+    conn *c = owner;
+    pending *p = c->owner;
+    char why[192];
+    if (rc == FRAME_EVERSION) {
+        snprintf(why, sizeof why,
+                 "peer speaks protocol version %u, this ringd speaks %u; run the same ringd "
+                 "version on every host",
+                 h->version, FRAME_VERSION);
+        refuse(p, RINGD_EVERSION, why, p->l->ops->welcome_epoch(p->l->owner, NULL));
+        return;
+    }
+    if (rc < 0) return; /* the reader fails with the reason */
+    if (h->type == (p->awaiting_auth ? FRAME_AUTH : FRAME_HELLO)) return;
+    snprintf(why, sizeof why, "unexpected %s frame", frame_type_name(h->type));
+    conn_close(c, why);
+}
+
+static void on_control(void *owner, const frame_header *h, const uint8_t *body)
+{
+    conn *c = owner;
+    pending *p = c->owner;
+    if (h->type == FRAME_HELLO)
+        handle_hello(p, h, body);
+    else
+        handle_auth(p, h, body);
+}
+
+static int on_data(void *owner, const frame_data *d, uint8_t **dst, char *why, size_t len)
+{
+    (void)owner, (void)d, (void)dst;
+    snprintf(why, len, "DATA before the handshake");
+    return RINGD_EPROTO;
+}
+
+static void on_payload(void *owner, const frame_data *d, uint8_t *dst)
+{
+    (void)owner, (void)d, (void)dst;
+}
+
+static void on_fail(void *owner, const char *why)
+{
+    conn_close(owner, why);
+}
+
+static const reader_ops pending_ops = {on_header, on_control, on_data, on_payload, on_fail};
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    listener *l = server->data;
+    if (status < 0 || l->env.lt->closing) return;
+    pending *p = calloc(1, sizeof *p);
+    conn *c = p ? conn_new(l->env.loop, l->env.lt, &pending_ops, p, on_pending_closed) : NULL;
+    if (!c) {
+        free(p);
+        return;
+    }
+    p->l = l;
+    p->c = c;
+    p->from = -1;
+    p->next = l->pending;
+    l->pending = p;
+    l->n_pending++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c, "accept failed");
+        return;
+    }
+    conn_name_peer(c);
+    /* Bound the memory a flood of half-open connections can take. */
+    if (l->n_pending > LISTENER_MAX_PENDING) {
+        conn_close(c, "too many connections awaiting a handshake");
+        return;
+    }
+    conn_deadline(c, l->env.cfg->connect_timeout_ms);
+    conn_start_reading(c);
+}
+
+listener *listener_new(const net_env *env, const listener_ops *ops, void *owner)
+{
+    listener *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->env = *env;
+    l->ops = ops;
+    l->owner = owner;
+    return l;
+}
+
+/* Why a listen failed, and what to check. */
+static const char *listen_hint(int rc)
+{
+    switch (rc) {
+    case UV_EADDRINUSE:
+        return "is another ringd running there?";
+    case UV_EADDRNOTAVAIL:
+        return "that address is not on this machine: is --host right?";
+    case UV_EACCES:
+        return "ports below 1024 need privileges";
+    default:
+        return "check the address in the configuration";
+    }
+}
+
+int listener_start(listener *l, char *err, size_t errlen)
+{
+    const cfg_host *h = &l->env.cfg->hosts[l->env.hs->me];
+    char port[8];
+    snprintf(port, sizeof port, "%u", h->port);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(h->node, port, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve this host's address %s: %s", h->address,
+                 gai_strerror(rc));
+        return RINGD_EINVAL;
+    }
+    uv_tcp_init(l->env.loop, &l->tcp);
+    l->tcp.data = l;
+    l->listening = 1;
+    lifetime_hold(l->env.lt);
+    rc = uv_tcp_bind(&l->tcp, res->ai_addr, 0);
+    freeaddrinfo(res);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&l->tcp, 128, on_connection);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s (%s)", h->address, uv_strerror(rc),
+                 listen_hint(rc));
+        return RINGD_EIO;
+    }
+    return 0;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    listener *l = h->data;
+    lifetime *lt = l->env.lt;
+    free(l);
+    lifetime_release(lt);
+}
+
+void listener_close(listener *l)
+{
+    while (l->pending)
+        conn_close(l->pending->c, "shutting down");
+    if (l->listening)
+        uv_close((uv_handle_t *)&l->tcp, on_closed);
+    else
+        free(l);
+}

@@ -1,0 +1,51 @@
+/*
+ * listener.h - a daemon's TCP port: accepts connections from other daemons
+ * and runs the acceptor's side of their handshake (handshake.h).
+ *
+ * A connection that has not finished its handshake is pending: it gets
+ * connect_timeout to do so, and at most LISTENER_MAX_PENDING are kept at
+ * once, so that strangers cannot take unbounded memory. Nothing but HELLO
+ * (then, with a key, AUTH) is accepted from it. A HELLO that does not fit
+ * this host is answered with a refusal saying why; refusals and strangers
+ * dropped are logged at most once a minute (at debug otherwise), since a
+ * misconfigured or hostile host retries for ever. A connection whose
+ * handshake is done goes to the owner, which gives it to its link.
+ */
+#ifndef RINGD_LISTENER_H
+#define RINGD_LISTENER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+
+#define LISTENER_MAX_PENDING 16
+
+typedef struct listener listener;
+
+typedef struct {
+    /* The epoch field of the WELCOME accepting h (the ring adopts a larger
+     * epoch of HELLO here; the star root gives its next collective), or of
+     * a refusal when h is NULL. */
+    uint32_t (*welcome_epoch)(void *owner, const frame_hello *h);
+    /* c finished its handshake as stream c->hs.stream of a link from host
+     * `from`: the owner gives it to that host's link or closes it. */
+    void (*accepted)(void *owner, conn *c, int from);
+    /* A connection was refused (why says so): the owner may keep it as the
+     * reason why a link is not up. */
+    void (*refused)(void *owner, const char *why);
+} listener_ops;
+
+/* A listener in env (which must outlive it), calling ops with owner. */
+listener *listener_new(const net_env *env, const listener_ops *ops, void *owner);
+
+/* Listens on this host's address. Returns 0, or a negative code with a
+ * message in err ("cannot listen on 127.0.0.1:7701: address already in use
+ * (is another ringd running there?)"). */
+int listener_start(listener *l, char *err, size_t errlen);
+
+/* Stops listening and drops every pending connection; l is freed once its
+ * handles are. */
+void listener_close(listener *l);
+
+#endif /* RINGD_LISTENER_H */

@@ -1,0 +1,86 @@
+/*
+ * ring-internal.h - what the ring engine's files share: ring.c (the engine:
+ * starting, failing, completing, deadlines, the links' events) and
+ * ring_recv.c (what arrives from the left: checks, reduction, forwarding).
+ */
+#ifndef RINGD_RING_INTERNAL_H
+#define RINGD_RING_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "links.h"
+#include "schedule.h"
+
+#define MAX_ACTIVE 64 /* collectives running at once */
+
+/* A running collective: the job's, and where it is in its schedule. */
+typedef struct {
+    job *job;
+    uint32_t epoch; /* the ring epoch it started in */
+    schedule sch;
+    size_t esize;
+    unsigned steps_left; /* steps whose chunk has not fully arrived */
+    size_t writes;       /* sends not yet completed by the links */
+    int reading;         /* a payload is being read into the job's buffer */
+    uint64_t *recv_off;  /* per step: the next byte offset expected */
+    job_timing t;
+    /* Allreduce: per host h, when h's first data from its left neighbour
+     * came, relative to h's own start (microseconds; negative: it was
+     * waiting). FRAME_DELTA_UNKNOWN until learnt; see name_straggler(). */
+    int32_t *delta_us;
+} active;
+
+typedef struct {
+    engine base;
+    uv_loop_t *loop;
+    const cfg *cfg;
+    int me, n;
+    links *links;
+    jobs q;
+    active act[MAX_ACTIVE]; /* running collectives: a circular buffer in seq order */
+    int first, n_act;
+    uint8_t *staging; /* where reduce-scatter payloads land before reduction */
+    size_t staging_cap;
+    frame_abort unsent[JOBS_MAX_ABORTS]; /* aborts to pass on once the right link is up */
+    int n_unsent;
+    uint32_t epoch; /* the links' epoch: seqs count from 0 in each */
+    /* The first frame of a collective not started here: when it came. */
+    int early_set;
+    uint32_t early_epoch;
+    uint64_t early_seq, early_ns;
+    int advancing, closing;
+    void (*done)(void *);
+    void *done_data;
+} ring;
+
+int ring_mod(int x, int n);
+active *ring_slot(ring *r, int k);
+/* The running collective (epoch, seq), or NULL. */
+active *ring_find_active(ring *r, uint32_t epoch, uint64_t seq);
+/* A neighbour's name: side -1 left, +1 right. */
+const char *ring_neighbour(const ring *r, int side);
+/* Ranks of host h, for messages: "rank 3" or "ranks 2-3". */
+void ring_host_ranks(const ring *r, int h, char *out, size_t len);
+/* Byte offset and length of chunk c of a's buffer. */
+void ring_chunk_range(const ring *r, const active *a, int c, uint64_t *off, uint64_t *len);
+uint64_t ring_chunk_len(const ring *r, const active *a, int c);
+/* Queues one segment of a's step g (chunk c) for the right neighbour. */
+void ring_send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t len, double wsum,
+                       int32_t delta_us);
+/* Drops both links after a failure that may leave frames half sent or read. */
+void ring_drop_links(ring *r);
+/* Whether collectives may start: the ring is ready and none of an older
+ * epoch still runs. */
+int ring_up(ring *r);
+/* Starts the first waiting job (ring_advance() decides when). */
+void ring_start_next(ring *r);
+/* Completes what is finished and starts what may start; every event ends here. */
+void ring_advance(ring *r);
+
+/* ring_recv.c: the links' DATA callbacks. */
+int ring_on_data(void *data, const frame_data *d, uint8_t **dst, char *why, size_t whylen);
+void ring_on_payload(void *data, const frame_data *d, int status, const char *why);
+
+#endif /* RINGD_RING_INTERNAL_H */

@@ -1,0 +1,36 @@
+/*
+ * status.h - one snapshot of a daemon's state, from which both `ringctl
+ * status` (the STATUS message) and the metrics endpoint are made, so that
+ * they always agree.
+ */
+#ifndef RINGD_STATUS_H
+#define RINGD_STATUS_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "engine.h"
+#include "proto/msg.h"
+#include "rates.h"
+
+typedef struct {
+    const char *cluster, *host, *left, *right; /* names */
+    const cfg_host *hosts;                     /* every host, ring order */
+    int n_hosts, me;
+    engine_stats eng; /* zero between two engines of a reload */
+    int left_up, right_up;
+    int clients, local_size;
+    uint64_t uptime_ms;
+    uint64_t rate_in, rate_out; /* payload bytes/s over the last few seconds */
+} status_snapshot;
+
+/* Takes the snapshot of host me of c: e (NULL between two engines) runs its
+ * collectives, clients ranks are connected, the engine has run uptime_ms,
+ * rt (may be NULL) has the rates. */
+void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, int clients,
+                    uint64_t uptime_ms, const rates *rt);
+
+/* The STATUS message answering request id. */
+void status_message(const status_snapshot *s, uint64_t id, msg_status *out);
+
+#endif /* RINGD_STATUS_H */
