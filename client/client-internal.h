@@ -1,6 +1,7 @@
 /*
- * client-internal.h - what client.c (session, shared memory) and
- * collective.c (collectives, requests) share. Not installed.
+ * client-internal.h - the types libringd's modules share: a client, its
+ * regions and its requests. Not installed. Each module's functions are in
+ * its own internal header (region.h, requests.h, shm.h).
  */
 #ifndef RINGD_CLIENT_INTERNAL_H
 #define RINGD_CLIENT_INTERNAL_H
@@ -48,17 +49,5 @@ struct ringd_client {
     int n_spare;
     struct ringd_request *requests, *last; /* not yet handed back */
 };
-
-int client_broken(ringd_client *c, const char *what);
-int client_map_region(ringd_client *c, size_t bytes, const char *what, struct region **out);
-int client_unmap_region(ringd_client *c, struct region *r, const char *what);
-void client_unmap(struct region *r);
-
-/* Waits for the RESULT of the request id, completing the collectives whose
- * results come first. Returns its status (message in c->s.err). */
-int client_wait_reply(ringd_client *c, uint64_t id, int64_t deadline, const char *what);
-
-/* Frees every request and its staging (ringd_close()). */
-void client_free_requests(ringd_client *c);
 
 #endif /* RINGD_CLIENT_INTERNAL_H */

@@ -1,21 +1,14 @@
 /*
- * collective.c - libringd's collectives: submission, requests, results.
- *
- * A collective names a buffer in a shared region, so the daemon works on the
- * caller's memory in place. A buffer outside every region is staged: copied
- * into a staging region before the submission and back after the result.
- * Staging regions are kept for reuse, so a training loop stops mapping new
- * ones after its first step.
- *
- * Requests complete in submission order, because the daemon answers in that
- * order: whoever reads a RESULT completes the oldest outstanding request,
- * whether that is ringd_wait() or a call waiting for its own reply.
+ * collective.c - libringd's collectives: checked, submitted on a buffer in
+ * a shared region (shm.c), and waited for (requests.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "client-internal.h"
+#include "region.h"
+#include "requests.h"
+#include "shm.h"
 
 static const char *kind_name(ringd_coll kind)
 {
@@ -27,146 +20,6 @@ static int is_float(ringd_dtype dtype)
 {
     return dtype == RINGD_FLOAT16 || dtype == RINGD_BFLOAT16 || dtype == RINGD_FLOAT32 ||
            dtype == RINGD_FLOAT64;
-}
-
-/* ---- staging ---- */
-
-/* A staging region of at least bytes: an idle one if one fits, else new. */
-static int take_staging(ringd_client *c, size_t bytes, const char *what, struct region **out)
-{
-    struct region **best = NULL;
-    for (struct region **p = &c->spare; *p; p = &(*p)->next)
-        if ((*p)->size >= bytes && (!best || (*p)->size < (*best)->size)) best = p;
-    if (best) {
-        *out = *best;
-        *best = (*out)->next;
-        c->n_spare--;
-        return 0;
-    }
-    return client_map_region(c, bytes, what, out);
-}
-
-/* Called while a result is being read, so it must not talk to the daemon:
- * trim_staging() unregisters the surplus later. */
-static void give_staging(ringd_client *c, struct region *r)
-{
-    r->next = c->spare;
-    c->spare = r;
-    c->n_spare++;
-}
-
-/* Keeps at most CLIENT_MAX_SPARE idle staging regions, dropping the smallest. */
-static void trim_staging(ringd_client *c)
-{
-    while (c->n_spare > CLIENT_MAX_SPARE) {
-        struct region **small = &c->spare;
-        for (struct region **p = &c->spare; *p; p = &(*p)->next)
-            if ((*p)->size < (*small)->size) small = p;
-        struct region *r = *small;
-        *small = r->next;
-        c->n_spare--;
-        client_unmap_region(c, r, "staging");
-    }
-}
-
-/* The registered region that holds [p, p + bytes), or NULL. */
-static struct region *find_region(ringd_client *c, const void *p, size_t bytes)
-{
-    uintptr_t a = (uintptr_t)p;
-    for (struct region *r = c->regions; r; r = r->next) {
-        uintptr_t base = (uintptr_t)r->base;
-        if (a >= base && a - base <= r->size && bytes <= r->size - (a - base)) return r;
-    }
-    return NULL;
-}
-
-/* ---- results ---- */
-
-/* Records the outcome of the oldest outstanding request, which r must
- * answer, and delivers its result. Returns 0, or -1 if r answers nothing. */
-static int complete(ringd_client *c, const msg_result *r)
-{
-    struct ringd_request *q = c->requests;
-    while (q && q->done)
-        q = q->next;
-    if (!q || q->id != r->id) return -1;
-    q->done = 1;
-    q->status = r->status;
-    if (r->status < 0)
-        q->text = strdup(r->text[0] ? r->text : ringd_strerror(r->status));
-    else if (q->result_bytes > 0 && (q->staging || q->user != q->work + q->result_off))
-        memmove(q->user, q->work + q->result_off, q->result_bytes);
-    if (q->staging) give_staging(c, q->staging);
-    q->staging = NULL;
-    return 0;
-}
-
-/* The session broke: every outstanding request fails with its error. */
-static void fail_outstanding(ringd_client *c, int code)
-{
-    for (struct ringd_request *q = c->requests; q; q = q->next) {
-        if (q->done) continue;
-        q->done = 1;
-        q->status = code;
-        q->text = strdup(c->s.err);
-        if (q->staging) client_unmap(q->staging);
-        q->staging = NULL;
-    }
-}
-
-/* Reads one RESULT and completes the request it answers; fills *r. */
-static int read_result(ringd_client *c, msg_result *r, int64_t deadline, const char *what)
-{
-    int rc = session_recv_result(&c->s, r, deadline, what);
-    if (rc < 0) fail_outstanding(c, rc);
-    return rc;
-}
-
-int client_wait_reply(ringd_client *c, uint64_t id, int64_t deadline, const char *what)
-{
-    for (;;) {
-        msg_result r;
-        int rc = read_result(c, &r, deadline, what);
-        if (rc < 0) return rc;
-        if (r.id == id) {
-            if (r.status < 0) session_fail(&c->s, r.status, "%s", r.text[0] ? r.text : what);
-            return r.status;
-        }
-        if (complete(c, &r) < 0) {
-            c->s.broken = RINGD_EPROTO;
-            rc = session_fail(&c->s, RINGD_EPROTO,
-                              "%s: ringd at %s answered request %llu, which is not outstanding",
-                              what, c->s.path, (unsigned long long)r.id);
-            fail_outstanding(c, rc);
-            return rc;
-        }
-    }
-}
-
-static void unlink_request(ringd_client *c, struct ringd_request *q)
-{
-    struct ringd_request *prev = NULL;
-    for (struct ringd_request *p = c->requests; p; prev = p, p = p->next) {
-        if (p != q) continue;
-        if (prev)
-            prev->next = q->next;
-        else
-            c->requests = q->next;
-        if (c->last == q) c->last = prev;
-        return;
-    }
-}
-
-void client_free_requests(ringd_client *c)
-{
-    while (c->requests) {
-        struct ringd_request *q = c->requests;
-        c->requests = q->next;
-        if (q->staging) client_unmap(q->staging);
-        free(q->text);
-        free(q);
-    }
-    c->last = NULL;
 }
 
 /* ---- submission ---- */
@@ -226,8 +79,8 @@ int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **
     size_t elems;
     int rc = check(c, coll, &elems);
     if (rc < 0) return rc;
-    if (c->s.broken) return client_broken(c, what);
-    trim_staging(c);
+    if (c->s.broken) return requests_broken(c, what);
+    shm_trim(c);
 
     struct ringd_request *q = calloc(1, sizeof *q);
     if (!q) return session_fail(&c->s, RINGD_ENOMEM, "%s: out of memory", what);
@@ -250,13 +103,13 @@ int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **
         q->result_bytes = bytes;
     }
     q->user = buf;
-    struct region *r = bytes ? find_region(c, source, bytes) : NULL;
+    struct region *r = bytes ? region_find(c, source, bytes) : NULL;
     /* The daemon wants elements aligned in their region; stage the odd case,
      * and a reduce-scatter input, which must stay as it is. */
     if (r && (((uintptr_t)source - (uintptr_t)r->base) % esize != 0 || source != (void *)buf))
         r = NULL;
     if (bytes > 0 && !r) {
-        rc = take_staging(c, bytes, what, &q->staging);
+        rc = shm_staging(c, bytes, what, &q->staging);
         if (rc < 0) {
             free(q);
             return rc;
@@ -285,15 +138,11 @@ int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **
                : session_send(&c->s, msg, (size_t)n, -1,
                               session_deadline(SESSION_REQUEST_TIMEOUT_MS), what);
     if (rc < 0) {
-        if (q->staging) give_staging(c, q->staging);
+        if (q->staging) region_give_spare(c, q->staging);
         free(q);
         return rc;
     }
-    if (c->last)
-        c->last->next = q;
-    else
-        c->requests = q;
-    c->last = q;
+    requests_push(c, q);
     *req = q;
     return 0;
 }
@@ -309,26 +158,18 @@ int ringd_wait(ringd_request *req, int timeout_ms)
             int rc = session_readable(&c->s, deadline, what);
             if (rc == 0) return RINGD_EINPROGRESS;
             if (rc < 0) {
-                fail_outstanding(c, rc);
+                requests_fail_all(c, rc);
                 break;
             }
         }
         /* The daemon answers within its collective timeout: a reply that has
          * begun to arrive is whole within moments. */
-        msg_result r;
         int64_t rest = deadline < 0 ? -1 : session_deadline(SESSION_REQUEST_TIMEOUT_MS);
-        if (read_result(c, &r, rest, what) < 0) break;
-        if (complete(c, &r) < 0) {
-            c->s.broken = RINGD_EPROTO;
-            fail_outstanding(c, session_fail(&c->s, RINGD_EPROTO,
-                                             "%s: ringd at %s answered request %llu, which is "
-                                             "not outstanding",
-                                             what, c->s.path, (unsigned long long)r.id));
-        }
+        if (requests_read_one(c, rest, what) < 0) break;
     }
     int status = req->status;
     if (status < 0) session_fail(&c->s, status, "%s", req->text ? req->text : "");
-    unlink_request(c, req);
+    requests_unlink(c, req);
     free(req->text);
     free(req);
     return status;

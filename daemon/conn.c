@@ -251,6 +251,8 @@ void conn_make_link(conn *c, int n, int read_striped)
     c->read_striped = read_striped;
     c->cur = 0;
     c->stripe_left = CONN_STRIPE;
+    c->out_cur = 0;
+    c->out_left = CONN_STRIPE;
 }
 
 void conn_attach_stream(conn *link, conn *s)
@@ -264,6 +266,76 @@ void conn_attach_stream(conn *link, conn *s)
 }
 
 /* ---- writing ---- */
+
+/* A write split over the connector's streams: done when every part is. */
+typedef struct {
+    uv_write_t *orig;
+    uv_write_cb cb;
+    int pending, status;
+    uv_write_t part[CONN_MAX_STREAMS];
+} striped_write;
+
+static void on_part_done(uv_write_t *req, int status)
+{
+    striped_write *w = req->data;
+    if (status < 0 && w->status == 0) w->status = status;
+    if (--w->pending > 0) return;
+    w->cb(w->orig, w->status);
+    free(w);
+}
+
+int conn_write(conn *c, uv_write_t *req, const uv_buf_t *bufs, unsigned n, uv_write_cb cb)
+{
+    int k = c->n_streams;
+    if (k == 1 || c->read_striped) return uv_write(req, (uv_stream_t *)&c->tcp, bufs, n, cb);
+    size_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += bufs[i].len;
+    size_t cap = n + total / CONN_STRIPE + 2; /* pieces per stream, at most */
+    striped_write *w = calloc(1, sizeof *w);
+    uv_buf_t *parts = malloc((size_t)k * cap * sizeof *parts);
+    unsigned count[CONN_MAX_STREAMS] = {0};
+    if (!w || !parts) {
+        free(w);
+        free(parts);
+        return UV_ENOMEM;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        char *b = bufs[i].base;
+        size_t left = bufs[i].len;
+        while (left > 0) {
+            size_t take = left < c->out_left ? left : c->out_left;
+            parts[(size_t)c->out_cur * cap + count[c->out_cur]++] = uv_buf_init(b, (unsigned)take);
+            b += take;
+            left -= take;
+            if ((c->out_left -= take) == 0) {
+                c->out_cur = (c->out_cur + 1) % k;
+                c->out_left = CONN_STRIPE;
+            }
+        }
+    }
+    w->orig = req;
+    w->cb = cb;
+    int rc = 0;
+    w->pending = 1; /* held until every part is issued */
+    for (int s = 0; s < k; s++) {
+        if (!count[s]) continue;
+        w->part[s].data = w;
+        w->pending++;
+        int r = uv_write(&w->part[s], (uv_stream_t *)&c->stream[s]->tcp, parts + (size_t)s * cap,
+                         count[s], on_part_done);
+        if (r < 0) {
+            w->pending--;
+            if (!rc) rc = r;
+        }
+    }
+    free(parts); /* libuv keeps its own copy of the buffer descriptors */
+    if (rc < 0) w->status = rc;
+    uv_write_t hold = {.data = w};
+    on_part_done(&hold, 0); /* releases the hold */
+    return 0;
+}
+
 
 typedef struct {
     uv_write_t req;

@@ -6,8 +6,9 @@
  * the link's byte stream is cut into stripes of CONN_STRIPE bytes that go
  * round its TCP streams in turn, and stream 0's reader reads each stripe from
  * its stream in the same turn, so it sees exactly the bytes one connection
- * would carry (PROTOCOL.md, "Several streams per link"). This module does the
- * reading side of that; writing is the link's (peer.c).
+ * would carry (PROTOCOL.md, "Several streams per link"). Only the connector
+ * writes striped; the acceptor writes on stream 0, which the connector reads
+ * as one stream.
  *
  * Memory: a conn is freed only in its handles' close callbacks, so
  * conn_close() is safe from within the conn's own callbacks. Every conn
@@ -72,6 +73,8 @@ struct conn {
     int cur;            /* stream 0: the stream being read */
     size_t stripe_left; /* and its bytes still to read in this stripe */
     int switch_due;     /* the stripe ended: move to the next stream */
+    int out_cur;        /* stream 0 of a connector's link: the stream written now */
+    size_t out_left;    /* and the bytes left of its stripe */
 };
 
 /* A new conn, its TCP handle initialised (to connect, or to accept into),
@@ -107,6 +110,12 @@ void conn_make_link(conn *c, int n, int read_striped);
 /* Attaches stream s (index s->index > 0) to the link of stream 0 `link`,
  * whose reader reads its bytes from now on. */
 void conn_attach_stream(conn *link, conn *s);
+
+/* Writes bufs on the link c is stream 0 of: cut into stripes over its
+ * streams on a connector's link of several, else on c. req and cb are the
+ * caller's, as for uv_write(); the buffers must stay valid until cb. Returns
+ * 0 or a libuv error. */
+int conn_write(conn *c, uv_write_t *req, const uv_buf_t *bufs, unsigned n, uv_write_cb cb);
 
 /* Writes n bytes of a frame, copied, on c alone; closes c once written if
  * close_after (a refusal). Returns 0 or a RINGD_E* code. */

@@ -8,16 +8,14 @@
  * buffer; replies go through a bounded output buffer, and a session whose
  * client does not read its replies stops being read.
  *
- * What a session asks for goes elsewhere: its regions to regions.c, its
- * collectives (once checked here) to gather.c, which makes one collective
- * of the host from those of its local ranks, its status to status.c.
+ * What a session asks for is local_requests.c's: its regions go to
+ * regions.c, its collectives to gather.c, which makes one collective of the
+ * host from those of its local ranks, its status to status.c.
  */
 #include "local.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,70 +25,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "gather.h"
+#include "local-internal.h"
 #include "log.h"
-#include "perm.h"
-#include "proto/msg.h"
-#include "reduce.h"
-#include "regions.h"
-#include "status.h"
 
-#define IN_CAP (2 * (MSG_HEADER_SIZE + MSG_MAX_BODY))
 #define OUT_LIMIT (64 << 10) /* unread replies before we stop reading */
-#define MAX_FDS 4            /* descriptors received but not yet claimed */
 #define MAX_SESSIONS 256
 #define HELLO_CHECK_MS 1000 /* how often sessions without a HELLO are checked */
 #define BAD_LOG_BURST 100   /* bad connections logged one by one per BAD_LOG_MS */
 #define BAD_LOG_MS 10000
 
-typedef struct session session;
-
-struct session {
-    local *owner;
-    int fd;
-    uv_poll_t poll;
-    int events; /* what poll watches now; -1 before the first update_poll() */
-    int closing;
-    int welcomed, observer;
-    int local_rank;
-    uint32_t pid; /* from SO_PEERCRED, then as the HELLO says */
-    uint32_t uid;
-    uint64_t accepted_ms;
-    uint64_t next_index; /* host collective number of its next submission */
-    region_set regions;
-    int fds[MAX_FDS];
-    int n_fds;
-    uint8_t in[IN_CAP];
-    size_t in_len;
-    uint8_t *out;
-    size_t out_len, out_cap;
-    session *next;
-};
-
-struct local {
-    uv_loop_t *loop;
-    const cfg *cfg;
-    int me, ranks, local_size;
-    engine *engine;
-    gather *gather;
-    int listen_fd;
-    uv_poll_t listen_poll;
-    int listening;
-    uv_timer_t hello_timer; /* closes sessions that never say HELLO */
-    perm_policy perm;
-    uint64_t bad_window_ms; /* start of the current BAD_LOG_MS window */
-    int bad_in_window;
-    session *sessions;
-    int n_sessions;
-    session **by_rank; /* local rank -> session */
-    uint64_t start_ms;
-    const rates *rates; /* for status; may be NULL */
-    int closing, open_handles;
-    void (*done)(void *);
-    void *done_data;
-};
-
-static void session_close(session *s, const char *why);
 static void update_poll(session *s);
 static void on_hello_timer(uv_timer_t *t);
 
@@ -113,7 +56,7 @@ static void flush_out(session *s)
 }
 
 /* Appends an encoded message (n bytes in buf, or an encoder error). */
-static void queue_out(session *s, const uint8_t *buf, int n)
+void session_queue(session *s, const uint8_t *buf, int n)
 {
     if (s->closing) return;
     if (n < 0) {
@@ -137,36 +80,36 @@ static void queue_out(session *s, const uint8_t *buf, int n)
     flush_out(s);
 }
 
-static void reply(session *s, uint64_t id, int status, const char *text)
+void session_reply(session *s, uint64_t id, int status, const char *text)
 {
     msg_result r = {.id = id, .status = status};
     snprintf(r.text, sizeof r.text, "%s", text ? text : "");
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
-    queue_out(s, buf, msg_encode_result(buf, sizeof buf, &r));
+    session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
 }
 
 /* Replies with a formatted text; returns status, for callers that fail. */
-static int replyf(session *s, uint64_t id, int status, const char *fmt, ...)
+int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static int replyf(session *s, uint64_t id, int status, const char *fmt, ...)
+int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
 {
     char text[MSG_MAX_TEXT + 1];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    reply(s, id, status, text);
+    session_reply(s, id, status, text);
     return status;
 }
 
 /* Sends MSG_ERROR and closes the session once it is out. */
-static void refuse(session *s, int code, const char *text)
+void session_refuse(session *s, int code, const char *text)
 {
     msg_error e = {.code = code};
     snprintf(e.text, sizeof e.text, "%s", text);
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
-    queue_out(s, buf, msg_encode_error(buf, sizeof buf, &e));
+    session_queue(s, buf, msg_encode_error(buf, sizeof buf, &e));
     log_warn("refused local client (pid %u): %s", s->pid, text);
     session_close(s, text);
 }
@@ -174,7 +117,7 @@ static void refuse(session *s, int code, const char *text)
 /* Closes a session whose client sent what no libringd sends, with a line
  * saying who and why: BAD_LOG_BURST of them per BAD_LOG_MS, then only their
  * number, so that a flood cannot fill the journal. */
-static void drop(session *s, const char *why)
+void session_drop(session *s, const char *why)
 {
     local *l = s->owner;
     uint64_t now = uv_now(l->loop);
@@ -188,231 +131,6 @@ static void drop(session *s, const char *why)
     if (l->bad_in_window++ < BAD_LOG_BURST)
         log_warn("dropped local connection (pid %u, uid %u): %s", s->pid, s->uid, why);
     session_close(s, why);
-}
-
-/* ---- regions ---- */
-
-static int take_fd(session *s)
-{
-    if (s->n_fds == 0) return -1;
-    int fd = s->fds[0];
-    memmove(s->fds, s->fds + 1, (size_t)(s->n_fds - 1) * sizeof *s->fds);
-    s->n_fds--;
-    return fd;
-}
-
-static void do_register(session *s, const msg_register *m)
-{
-    char why[MSG_MAX_TEXT];
-    int rc = regions_add(&s->regions, m->region, m->size, take_fd(s), why, sizeof why);
-    reply(s, m->id, rc, rc < 0 ? why : NULL);
-}
-
-static void do_unregister(session *s, const msg_unregister *m)
-{
-    if (regions_remove(&s->regions, m->region) == 0)
-        reply(s, m->id, 0, NULL);
-    else
-        replyf(s, m->id, RINGD_EINVAL, "unregister: no region %u", m->region);
-}
-
-/* ---- collectives ---- */
-
-/* gather's way to answer a session. */
-static void gather_reply(void *s, uint64_t id, int status, const char *text)
-{
-    reply(s, id, status, text);
-}
-
-/* Checks a submission: 0, or the RINGD_E* code of the reply that said what
- * is wrong. Normalises the fields a kind does not use, so that ranks agree
- * on them. */
-static int check_collective(session *s, msg_collective *m, region **reg_out)
-{
-    local *l = s->owner;
-    const char *kn = engine_kind_name(m->kind);
-    if (s->observer) {
-        return replyf(s, m->id, RINGD_EINVAL,
-                      "this session is an observer and joins no collective");
-    }
-    if (m->kind < MSG_COLL_ALLREDUCE || m->kind > MSG_COLL_BARRIER) {
-        return replyf(s, m->id, RINGD_EINVAL, "unknown collective kind %u", m->kind);
-    }
-    if (m->kind == MSG_COLL_BARRIER) {
-        m->count = 0;
-        m->dtype = RINGD_UINT8;
-    }
-    if (m->dtype >= RINGD_DTYPE_COUNT) {
-        return replyf(s, m->id, RINGD_EINVAL, "%s: unknown dtype %u", kn, m->dtype);
-    }
-    if (m->kind == MSG_COLL_ALLREDUCE || m->kind == MSG_COLL_REDUCE_SCATTER) {
-        if (m->op >= RINGD_OP_COUNT || reduce_check(m->dtype, m->op) < 0) {
-            return replyf(s, m->id, RINGD_EINVAL, "%s: op %s does not apply to dtype %s", kn,
-                          ringd_op_name(m->op) ? ringd_op_name(m->op) : "?",
-                          ringd_dtype_name(m->dtype));
-        }
-        if (m->op == RINGD_WMEAN && !(m->weight >= 0 && isfinite(m->weight))) {
-            return replyf(s, m->id, RINGD_EINVAL, "%s: wmean needs a weight >= 0, got %g", kn,
-                          m->weight);
-        }
-    } else {
-        m->op = 0;
-    }
-    if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= l->ranks)) {
-        return replyf(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)", m->root,
-                      l->ranks - 1);
-    }
-    if (m->kind != MSG_COLL_BROADCAST) m->root = 0;
-    if (m->op != RINGD_WMEAN) m->weight = 0;
-
-    size_t esize = ringd_dtype_size(m->dtype);
-    uint64_t limit = l->cfg->max_buffer_bytes / esize;
-    int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
-    if (m->count > limit || (per_rank && m->count > limit / (uint64_t)l->ranks)) {
-        return replyf(s, m->id, RINGD_ETOOBIG,
-                      "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn,
-                      m->count, ringd_dtype_name(m->dtype), per_rank ? " per rank" : "",
-                      l->cfg->max_buffer_bytes);
-    }
-    uint64_t bytes = (per_rank ? m->count * (uint64_t)l->ranks : m->count) * esize;
-    *reg_out = NULL;
-    if (bytes == 0) return 0;
-    region *reg = regions_find(&s->regions, m->region);
-    if (!reg || m->offset > reg->size || bytes > reg->size - m->offset) {
-        return replyf(s, m->id, RINGD_ERANGE,
-                      "%s: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u", kn,
-                      bytes, m->offset, m->region);
-    }
-    if (m->offset % esize != 0) {
-        return replyf(s, m->id, RINGD_EINVAL, "%s: buffer is not aligned to its %zu-byte elements",
-                      kn, esize);
-    }
-    *reg_out = reg;
-    return 0;
-}
-
-static void do_collective(session *s, msg_collective *m)
-{
-    region *reg = NULL;
-    if (check_collective(s, m, &reg) < 0) return;
-    gather_submit(s->owner->gather, s, s->local_rank, &s->next_index, m->id, reg,
-                  reg ? reg->base + m->offset : NULL, m);
-}
-
-/* ---- status ---- */
-
-static void do_status(session *s, const msg_status_req *m)
-{
-    local *l = s->owner;
-    status_snapshot snap;
-    msg_status st;
-    status_collect(&snap, l->cfg, l->me, l->engine, local_clients(l), uv_now(l->loop) - l->start_ms,
-                   l->rates);
-    status_message(&snap, m->id, &st);
-    uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
-    queue_out(s, buf, msg_encode_status(buf, sizeof buf, &st));
-}
-
-/* ---- sessions ---- */
-
-static void do_hello(session *s, const msg_hello *m)
-{
-    local *l = s->owner;
-    const char *host = l->cfg->hosts[l->me].name;
-    char text[MSG_MAX_TEXT];
-    if (!s->pid) s->pid = m->pid; /* the kernel's word is better than the client's */
-    if (m->flags & MSG_HELLO_OBSERVER) {
-        s->observer = 1;
-        s->local_rank = -1;
-    } else {
-        int want = m->local_rank;
-        if (want >= l->local_size || want < -1) {
-            snprintf(text, sizeof text,
-                     "local rank %d is out of range: host %s has local_clients: %d (ranks 0..%d)",
-                     want, host, l->local_size, l->local_size - 1);
-            refuse(s, RINGD_EINVAL, text);
-            return;
-        }
-        if (want >= 0 && l->by_rank[want]) {
-            snprintf(text, sizeof text,
-                     "local rank %d on host %s is taken by pid %u; is an earlier training "
-                     "process still running?",
-                     want, host, l->by_rank[want]->pid);
-            refuse(s, RINGD_EBUSY, text);
-            return;
-        }
-        if (want < 0)
-            for (want = 0; want < l->local_size && l->by_rank[want]; want++)
-                ;
-        if (want == l->local_size) {
-            snprintf(text, sizeof text,
-                     "host %s already has its %d local client(s) (local_clients: %d); is an "
-                     "earlier training process still running?",
-                     host, l->local_size, l->local_size);
-            refuse(s, RINGD_EBUSY, text);
-            return;
-        }
-        s->local_rank = want;
-        l->by_rank[want] = s;
-        s->next_index = gather_joining_index(l->gather);
-        log_info("local rank %d connected (pid %u)", want, m->pid);
-    }
-    s->welcomed = 1;
-    msg_welcome w = {.rank =
-                         s->observer ? -1 : cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank,
-                     .size = l->ranks,
-                     .local_rank = s->local_rank,
-                     .local_size = l->local_size,
-                     .host_index = (uint32_t)l->me,
-                     .n_hosts = (uint32_t)l->cfg->n_hosts,
-                     .max_bytes = l->cfg->max_buffer_bytes};
-    snprintf(w.host, sizeof w.host, "%s", host);
-    uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
-    queue_out(s, buf, msg_encode_welcome(buf, sizeof buf, &w));
-}
-
-/* Decodes and runs one message; a bad one closes the session. */
-static void handle_message(session *s, const msg_header *h, const uint8_t *body)
-{
-    union {
-        msg_hello hello;
-        msg_register reg;
-        msg_unregister unreg;
-        msg_collective coll;
-        msg_status_req status;
-    } m;
-    int rc = MSG_EMALFORMED;
-    if (!s->welcomed && h->type != MSG_HELLO) {
-        char why[64];
-        snprintf(why, sizeof why, "first message is %s, not HELLO", msg_type_name(h->type));
-        drop(s, why);
-        return;
-    }
-    switch (h->type) {
-    case MSG_HELLO:
-        if (s->welcomed) break;
-        if ((rc = msg_decode_hello(h, body, &m.hello)) == 0) do_hello(s, &m.hello);
-        break;
-    case MSG_REGISTER:
-        if ((rc = msg_decode_register(h, body, &m.reg)) == 0) do_register(s, &m.reg);
-        break;
-    case MSG_UNREGISTER:
-        if ((rc = msg_decode_unregister(h, body, &m.unreg)) == 0) do_unregister(s, &m.unreg);
-        break;
-    case MSG_COLLECTIVE:
-        if ((rc = msg_decode_collective(h, body, &m.coll)) == 0) do_collective(s, &m.coll);
-        break;
-    case MSG_STATUS_REQ:
-        if ((rc = msg_decode_status_req(h, body, &m.status)) == 0) do_status(s, &m.status);
-        break;
-    default:
-        break;
-    }
-    if (rc < 0) {
-        char why[128];
-        snprintf(why, sizeof why, "bad %s message: %s", msg_type_name(h->type), msg_strerror(rc));
-        drop(s, why);
-    }
 }
 
 /* Consumes every complete message in the input buffer. */
@@ -431,13 +149,13 @@ static void process_input(session *s)
                          "client speaks protocol version %u, this ringd speaks "
                          "%u; use the libringd of this ringd version",
                          h.version, MSG_VERSION);
-                refuse(s, RINGD_EVERSION, why);
+                session_refuse(s, RINGD_EVERSION, why);
             } else
-                drop(s, why);
+                session_drop(s, why);
             return;
         }
         if (s->in_len - pos < MSG_HEADER_SIZE + h.length) break;
-        handle_message(s, &h, s->in + pos + MSG_HEADER_SIZE);
+        session_handle(s, &h, s->in + pos + MSG_HEADER_SIZE);
         if (s->closing) return;
         pos += MSG_HEADER_SIZE + h.length;
     }
@@ -474,14 +192,14 @@ static void read_input(session *s)
             }
         }
         if (mh.msg_flags & MSG_CTRUNC) {
-            drop(s, "too many file descriptors in one message");
+            session_drop(s, "too many file descriptors in one message");
             return;
         }
         if (n == 0 && s->in_len > 0) {
             char why[96];
             snprintf(why, sizeof why, "client disconnected in the middle of a message (%zu bytes)",
                      s->in_len);
-            drop(s, why);
+            session_drop(s, why);
             return;
         }
         if (n <= 0) {
@@ -546,7 +264,7 @@ static void on_session_closed(uv_handle_t *h)
     release(l);
 }
 
-static void session_close(session *s, const char *why)
+void session_close(session *s, const char *why)
 {
     if (s->closing) return;
     local *l = s->owner;
@@ -620,7 +338,7 @@ static void on_accept(uv_poll_t *p, int status, int events)
         char why[256];
         int ok = perm_check_peer(&l->perm, fd, &pid, &uid, &gid, why, sizeof why);
         if (ok < 0) {
-            drop(s, why);
+            session_drop(s, why);
             continue;
         }
         s->pid = (uint32_t)pid;
@@ -629,7 +347,7 @@ static void on_accept(uv_poll_t *p, int status, int events)
             char text[MSG_MAX_TEXT];
             snprintf(text, sizeof text, "ringd on host %s refuses pid %u: %s",
                      l->cfg->hosts[l->me].name, s->pid, why);
-            refuse(s, RINGD_EPERM, text);
+            session_refuse(s, RINGD_EPERM, text);
             continue;
         }
         update_poll(s);
@@ -650,11 +368,17 @@ static void on_hello_timer(uv_timer_t *t)
         next = s->next;
         if (s->welcomed || s->closing) continue;
         if (now - s->accepted_ms >= l->cfg->connect_timeout_ms)
-            drop(s, "no HELLO within connect_timeout");
+            session_drop(s, "no HELLO within connect_timeout");
         else
             waiting++;
     }
     if (!waiting) uv_timer_stop(&l->hello_timer);
+}
+
+/* gather's way to answer a session. */
+static void gather_reply(void *s, uint64_t id, int status, const char *text)
+{
+    session_reply(s, id, status, text);
 }
 
 /* ---- lifecycle ---- */

@@ -3,11 +3,8 @@
  *
  * Writing: DATA frames queued during one turn of the loop are written
  * together (one writev for a burst of small segments instead of one each),
- * their payloads straight from the collective's buffer. On a link of K > 1
- * streams the connector cuts everything it writes, DATA and control frames
- * alike and in order, into stripes of CONN_STRIPE bytes that go to streams
- * 0, 1, ..., K-1 in turn; the acceptor writes (PINGs, and the star root's
- * results) on stream 0 only, which the connector reads as one stream.
+ * their payloads straight from the collective's buffer; conn_write() cuts
+ * them into stripes on a link of several streams.
  */
 #include "peer.h"
 
@@ -65,8 +62,6 @@ struct peer {
     /* Writing. */
     uv_idle_t flush; /* writes the batch before the loop next waits */
     batch *out;
-    int out_cur;     /* connector, K > 1: the stream written to now */
-    size_t out_left; /* and the bytes left of its stripe */
     uv_timer_t resume;
 };
 
@@ -97,77 +92,12 @@ static void set_state(peer *p, link_state s)
 
 /* ---- writing ---- */
 
-/* A write split over the connector's streams: done when every part is. */
-typedef struct {
-    uv_write_t *orig;
-    uv_write_cb cb;
-    int pending, status;
-    uv_write_t part[CONN_MAX_STREAMS];
-} striped_write;
-
-static void on_part_done(uv_write_t *req, int status)
-{
-    striped_write *w = req->data;
-    if (status < 0 && w->status == 0) w->status = status;
-    if (--w->pending > 0) return;
-    w->cb(w->orig, w->status);
-    free(w);
-}
-
-/* Writes bufs on the link: one uv_write, or cut at stripe boundaries over
- * the connector's streams. req and cb are the caller's, as for uv_write(). */
+/* Writes bufs on the link, striped over the connector's streams. req and
+ * cb are the caller's, as for uv_write(). */
 static int link_write(peer *p, uv_write_t *req, const uv_buf_t *bufs, unsigned n, uv_write_cb cb)
 {
     if (!p->c || p->state != LINK_UP) return UV_ENOTCONN;
-    int k = streams(p);
-    if (k == 1 || p->role == PEER_ACCEPTOR)
-        return uv_write(req, (uv_stream_t *)&p->c->tcp, bufs, n, cb);
-    size_t total = 0;
-    for (unsigned i = 0; i < n; i++)
-        total += bufs[i].len;
-    size_t cap = n + total / CONN_STRIPE + 2; /* pieces per stream, at most */
-    striped_write *w = calloc(1, sizeof *w);
-    uv_buf_t *parts = malloc((size_t)k * cap * sizeof *parts);
-    unsigned count[CONN_MAX_STREAMS] = {0};
-    if (!w || !parts) {
-        free(w);
-        free(parts);
-        return UV_ENOMEM;
-    }
-    for (unsigned i = 0; i < n; i++) {
-        char *b = bufs[i].base;
-        size_t left = bufs[i].len;
-        while (left > 0) {
-            size_t take = left < p->out_left ? left : p->out_left;
-            parts[(size_t)p->out_cur * cap + count[p->out_cur]++] = uv_buf_init(b, (unsigned)take);
-            b += take;
-            left -= take;
-            if ((p->out_left -= take) == 0) {
-                p->out_cur = (p->out_cur + 1) % k;
-                p->out_left = CONN_STRIPE;
-            }
-        }
-    }
-    w->orig = req;
-    w->cb = cb;
-    int rc = 0;
-    w->pending = 1; /* held until every part is issued */
-    for (int s = 0; s < k; s++) {
-        if (!count[s]) continue;
-        w->part[s].data = w;
-        w->pending++;
-        int r = uv_write(&w->part[s], (uv_stream_t *)&p->c->stream[s]->tcp, parts + (size_t)s * cap,
-                         count[s], on_part_done);
-        if (r < 0) {
-            w->pending--;
-            if (!rc) rc = r;
-        }
-    }
-    free(parts); /* libuv keeps its own copy of the buffer descriptors */
-    if (rc < 0) w->status = rc;
-    uv_write_t hold = {.data = w};
-    on_part_done(&hold, 0); /* releases the hold */
-    return 0;
+    return conn_write(p->c, req, bufs, n, cb);
 }
 
 static void on_batch_done(uv_write_t *req, int status)
@@ -307,8 +237,6 @@ static void link_up(peer *p)
 {
     conn *c = p->c;
     set_state(p, LINK_UP);
-    p->out_cur = 0;
-    p->out_left = CONN_STRIPE;
     p->error[0] = '\0';
     snprintf(p->address, sizeof p->address, "%s", c->peer);
     if (p->role == PEER_CONNECTOR) {

@@ -30,7 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../harness/harness.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/proxy.h"
 #include "proto/frame.h"
 #include "ringd.h"
 
@@ -433,27 +434,15 @@ Test(faults, a_client_killed_mid_allreduce_fails_it_for_the_others_and_is_cleane
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
-/* Writes a copy of the config with the first `from` replaced by `to`. */
 static void config_variant(const char *name, const char *from, const char *to, char *path,
                            size_t len)
 {
-    FILE *f = fopen(H.config, "r");
-    cr_assert_not_null(f);
-    char text[8192], out[8192 + 256];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    char *at = strstr(text, from);
-    cr_assert_not_null(at, "%s is not in the config", from);
-    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-    cr_assert_eq(harness_write_file(&H, name, out, path, len), 0, "%s", H.err);
+    cr_assert_eq(harness_config_variant(&H, name, from, to, path, len), 0, "%s", H.err);
 }
 
-/* Writes a 0600 key file. */
 static void write_key(const char *name, const char *key, char *path, size_t len)
 {
-    cr_assert_eq(harness_write_file(&H, name, key, path, len), 0, "%s", H.err);
-    cr_assert_eq(chmod(path, 0600), 0);
+    cr_assert_eq(harness_write_key(&H, name, key, path, len), 0, "%s", H.err);
 }
 
 Test(faults, a_host_with_the_wrong_key_is_refused_and_the_ring_forms_once_it_is_fixed)
@@ -573,113 +562,7 @@ Test(faults, a_key_file_others_can_read_or_a_short_key_stops_the_daemon_at_start
     cr_expect(strstr(err, "5 bytes") != NULL, "%s", err);
 }
 
-/*
- * A proxy between h0 and its right neighbour h1 that flips one bit in the
- * payload of one DATA frame when armed: what a faulty NIC or switch could
- * do, and TCP's 16-bit checksum may miss.
- */
-typedef struct {
-    int listen_fd;
-    uint16_t port, target;
-    atomic_int armed, flipped, stop;
-    pthread_t tid;
-} proxy;
-
-/* The frame parser of one direction. */
-typedef struct {
-    uint8_t hdr[12];
-    size_t hdr_got;
-    uint64_t left;   /* body bytes of the current frame still to come */
-    uint64_t pos;    /* body bytes of it seen */
-    int64_t flip_at; /* body offset to flip, or -1 */
-} stream;
-
-static proxy the_proxy;
-
-static void corrupt(proxy *p, stream *st, uint8_t *buf, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        if (st->left == 0) {
-            st->hdr[st->hdr_got++] = buf[i++];
-            if (st->hdr_got == sizeof st->hdr) {
-                st->hdr_got = 0;
-                st->left = (uint64_t)st->hdr[8] << 24 | (uint64_t)st->hdr[9] << 16 |
-                           (uint64_t)st->hdr[10] << 8 | st->hdr[11];
-                st->pos = 0;
-                /* DATA (type 3) with a payload past its 64-byte fixed part. */
-                st->flip_at = st->hdr[5] == 3 && st->left > 64 + 100 && atomic_load(&p->armed)
-                                  ? 64 + 100
-                                  : -1;
-            }
-            continue;
-        }
-        size_t take = n - i < st->left ? n - i : (size_t)st->left;
-        if (st->flip_at >= 0 && (uint64_t)st->flip_at >= st->pos &&
-            (uint64_t)st->flip_at < st->pos + take) {
-            buf[i + (size_t)((uint64_t)st->flip_at - st->pos)] ^= 0x10;
-            atomic_store(&p->armed, 0);
-            atomic_fetch_add(&p->flipped, 1);
-            st->flip_at = -1;
-        }
-        st->pos += take;
-        st->left -= take;
-        i += take;
-    }
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static void relay(proxy *p, int from_left)
-{
-    int right = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->target)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(right, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        close(right);
-        return;
-    }
-    stream st = {.flip_at = -1};
-    static uint8_t buf[1 << 16];
-    struct pollfd fds[2] = {{.fd = from_left, .events = POLLIN}, {.fd = right, .events = POLLIN}};
-    while (!atomic_load(&p->stop)) {
-        if (poll(fds, 2, 100) <= 0) continue;
-        if (fds[0].revents) {
-            ssize_t n = read(from_left, buf, sizeof buf);
-            if (n <= 0) break;
-            corrupt(p, &st, buf, (size_t)n);
-            if (write_all(right, buf, (size_t)n) < 0) break;
-        }
-        if (fds[1].revents) {
-            ssize_t n = read(right, buf, sizeof buf);
-            if (n <= 0 || write_all(from_left, buf, (size_t)n) < 0) break;
-        }
-    }
-    close(right);
-}
-
-static void *proxy_main(void *arg)
-{
-    proxy *p = arg;
-    while (!atomic_load(&p->stop)) {
-        struct pollfd pf = {.fd = p->listen_fd, .events = POLLIN};
-        if (poll(&pf, 1, 100) <= 0) continue;
-        int c = accept(p->listen_fd, NULL, NULL);
-        if (c < 0) continue;
-        relay(p, c);
-        close(c);
-    }
-    return NULL;
-}
+static harness_proxy the_proxy;
 
 static int proxy_thread(int idx, void *arg)
 {
@@ -707,7 +590,7 @@ static int proxy_thread(int idx, void *arg)
          * The proxy is armed once every rank has its phase 0 result, so no
          * frame of phase 0 is still on its way. */
         if (phase == 1) {
-            if (idx == 0) atomic_store(&the_proxy.armed, 1);
+            if (idx == 0) harness_proxy_arm(&the_proxy);
             if (harness_barrier_wait(&s->bar, false, 60000) != 0) {
                 snprintf(why, wl, "another rank failed");
                 goto out;
@@ -738,16 +621,7 @@ Test(faults, a_payload_corrupted_in_transit_fails_the_collective_never_the_sum)
     static scenario s;
     cr_assert_eq(harness_init(&H, N, FAULT_YAML), 0, "%s", H.err);
 
-    the_proxy.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t sl = sizeof sa;
-    cr_assert_eq(bind(the_proxy.listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    cr_assert_eq(listen(the_proxy.listen_fd, 4), 0);
-    cr_assert_eq(getsockname(the_proxy.listen_fd, (struct sockaddr *)&sa, &sl), 0);
-    the_proxy.port = ntohs(sa.sin_port);
-    the_proxy.target = H.d[1].port;
-    cr_assert_eq(pthread_create(&the_proxy.tid, NULL, proxy_main, &the_proxy), 0);
+    cr_assert_eq(harness_proxy_start(&the_proxy, H.d[1].port), 0);
 
     /* h0 reaches h1 through the proxy; h1 still listens on its own port. */
     char from[64], to[64], config[PATH_MAX], h0_config[PATH_MAX];
@@ -766,14 +640,12 @@ Test(faults, a_payload_corrupted_in_transit_fails_the_collective_never_the_sum)
     harness_threads t;
     cr_assert_eq(harness_threads_start(&H, &t, N, proxy_thread, &s), 0, "%s", H.err);
     int rc = harness_threads_join(&H, &t, 300000);
-    atomic_store(&the_proxy.stop, 1);
-    pthread_join(the_proxy.tid, NULL);
-    close(the_proxy.listen_fd);
+    harness_proxy_stop(&the_proxy);
     for (int i = 0; i < N; i++)
         cr_expect_str_empty(s.why[i], "rank %d: %s", i, s.why[i]);
     cr_assert_eq(rc, 0, "a client thread failed");
-    cr_expect_eq(atomic_load(&the_proxy.flipped), 1, "the proxy flipped %d bits",
-                 the_proxy.flipped);
+    cr_expect_eq(harness_proxy_flipped(&the_proxy), 1, "the proxy flipped %d bits",
+                 harness_proxy_flipped(&the_proxy));
     for (int i = 0; i < N; i++) {
         cr_expect_eq(s.big_rc[i], RINGD_ECORRUPT, "rank %d: %s: %s", i, ringd_errname(s.big_rc[i]),
                      s.big_msg[i]);
@@ -796,7 +668,7 @@ static int hello_reply(const frame_hello *h, int version, char *reason, size_t l
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(H.d[1].port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    cr_assert_eq(write_all(fd, buf, (size_t)n), 0);
+    cr_assert_eq(harness_write_all(fd, buf, (size_t)n), 0);
     size_t got = 0;
     frame_header hdr;
     struct pollfd p = {.fd = fd, .events = POLLIN};

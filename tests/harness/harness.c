@@ -339,6 +339,55 @@ int harness_write_file(harness *h, const char *name, const char *text, char *pat
     return 0;
 }
 
+int harness_config_variant(harness *h, const char *name, const char *from, const char *to,
+                           char *path, size_t pathlen)
+{
+    FILE *f = fopen(h->config, "r");
+    if (!f) return fail(h, "cannot read %s: %s", h->config, strerror(errno));
+    char text[16384], out[16384 + 512];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *at = strstr(text, from);
+    if (!at) return fail(h, "%s is not in %s", from, h->config);
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    return harness_write_file(h, name, out, path, pathlen);
+}
+
+int harness_write_key(harness *h, const char *name, const char *key, char *path, size_t pathlen)
+{
+    if (harness_write_file(h, name, key, path, pathlen) < 0) return -1;
+    if (chmod(path, 0600) < 0) return fail(h, "chmod %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int harness_write_all(int fd, const void *buf, size_t n)
+{
+    const uint8_t *b = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int harness_wait_log(harness *h, int i, const char *text, int timeout_ms)
+{
+    int64_t end = harness_now_ms() + timeout_ms;
+    do {
+        size_t len;
+        char *tail = read_tail(h->d[i].log, 1 << 20, &len);
+        int found = tail && strstr(tail, text);
+        free(tail);
+        if (found) return 0;
+        harness_sleep_ms(20);
+    } while (harness_now_ms() < end);
+    return fail(h, "%s never logged \"%s\" within %d ms", h->d[i].name, text, timeout_ms);
+}
+
 int harness_init(harness *h, int n, const char *extra_yaml)
 {
     return harness_init_local(h, n, 1, extra_yaml);

@@ -83,6 +83,22 @@ int harness_init_local(harness *h, int n, int local_clients, const char *extra_y
 /* Writes text to dir/name and stores its path in path (pathlen bytes). */
 int harness_write_file(harness *h, const char *name, const char *text, char *path, size_t pathlen);
 
+/* Writes a copy of the config to dir/name with the first `from` replaced
+ * by `to` (a host's own view: another key file, a proxy's port), and its
+ * path into path. */
+int harness_config_variant(harness *h, const char *name, const char *from, const char *to,
+                           char *path, size_t pathlen);
+
+/* Writes a key file (mode 0600) to dir/name and its path into path. */
+int harness_write_key(harness *h, const char *name, const char *key, char *path,
+                      size_t pathlen);
+
+/* Writes all n bytes to fd, retrying EINTR and short writes. 0 or -1. */
+int harness_write_all(int fd, const void *buf, size_t n);
+
+/* Waits until daemon i's log has a line containing text. */
+int harness_wait_log(harness *h, int i, const char *text, int timeout_ms);
+
 /* Starts all daemons in a random order drawn from seed, sleeping a random
  * 0..max_delay_ms between starts (the scenario, not synchronisation), then
  * waits until every socket accepts a connection. Prints the order. */

@@ -3,12 +3,12 @@
  * requests, and what every rank sees when the ranks disagree or one of them
  * never comes. Real daemons, real clients: one thread per rank.
  *
- * Inputs are small integers, exact in every dtype, chosen so that every
- * expected result is exact too (MEAN divides sums that are multiples of the
- * number of ranks; WMEAN of equal values is that value). So results are
- * compared bit for bit with the reference, and across ranks. A separate test
- * checks WMEAN with unequal values against a double reference within a
- * stated bound.
+ * Inputs and expected results come from client/check.c, the data of
+ * ringctl's end-to-end checks: small integers, exact in every dtype, with
+ * every expected result computed independently of the daemon's kernels. So
+ * results are compared bit for bit with the reference, and across ranks. A
+ * separate test checks WMEAN with unequal values against a double reference
+ * within a stated bound.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/check.h"
 #include "ringd.h"
 #include "tests/harness/harness.h"
 
@@ -43,90 +44,6 @@ TestSuite(mismatch, .init = setup, .fini = teardown, .timeout = 300);
 static int is_float(ringd_dtype t)
 {
     return t >= RINGD_FLOAT16;
-}
-
-/* Stores the small integer v as element i of buf. */
-static void put(ringd_dtype t, void *buf, size_t i, int64_t v)
-{
-    switch (t) {
-    case RINGD_INT8:
-        ((int8_t *)buf)[i] = (int8_t)v;
-        break;
-    case RINGD_UINT8:
-        ((uint8_t *)buf)[i] = (uint8_t)v;
-        break;
-    case RINGD_INT32:
-        ((int32_t *)buf)[i] = (int32_t)v;
-        break;
-    case RINGD_INT64:
-        ((int64_t *)buf)[i] = v;
-        break;
-    case RINGD_FLOAT32:
-        ((float *)buf)[i] = (float)v;
-        break;
-    case RINGD_FLOAT64:
-        ((double *)buf)[i] = (double)v;
-        break;
-    case RINGD_FLOAT16: {
-        /* Integers up to 2048 are exact in binary16: build the bits. */
-        uint16_t h = 0;
-        if (v != 0) {
-            uint64_t a = (uint64_t)(v < 0 ? -v : v);
-            int e = 63 - __builtin_clzll(a);
-            h = (uint16_t)(((v < 0) << 15) | ((e + 15) << 10) | ((a << (10 - e)) & 0x3ff));
-        }
-        ((uint16_t *)buf)[i] = h;
-        break;
-    }
-    case RINGD_BFLOAT16: {
-        float f = (float)v;
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
-        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16); /* exact: |v| < 256 */
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* Rank r's input at i: in [-3, 3] (uint8: [0, 6]); for PROD 1, -1, or 2 on
- * one rank per element, so nothing overflows; for MEAN multiples of n. */
-static int64_t input(ringd_dtype t, ringd_op op, int r, int n, size_t i)
-{
-    if (op == RINGD_PROD) return (size_t)r == i % (size_t)n ? 2 : ((size_t)r + i) % 2 ? -1 : 1;
-    int64_t v = (int64_t)((r + 1) * (i % 13 + 1) % 7) - 3;
-    if (t == RINGD_UINT8) v += 3;
-    if (op == RINGD_MEAN) v *= n;
-    if (op == RINGD_WMEAN) v = (int64_t)(i % 5) - 2; /* equal on every rank */
-    return v;
-}
-
-static int64_t reduce_ref(ringd_dtype t, ringd_op op, int n, size_t i)
-{
-    int64_t acc = input(t, op, 0, n, i);
-    for (int r = 1; r < n; r++) {
-        int64_t v = input(t, op, r, n, i);
-        switch (op) {
-        case RINGD_SUM:
-        case RINGD_MEAN:
-            acc += v;
-            break;
-        case RINGD_PROD:
-            acc *= v;
-            break;
-        case RINGD_MIN:
-            acc = v < acc ? v : acc;
-            break;
-        case RINGD_MAX:
-            acc = v > acc ? v : acc;
-            break;
-        default:
-            break;
-        }
-    }
-    if (op == RINGD_MEAN) acc /= n;
-    return acc;
 }
 
 /* ---- one rank's work ---- */
@@ -185,7 +102,7 @@ static int all_collectives(int idx, void *arg)
     size_t count = j->count;
     uint8_t *buf = ringd_alloc(c, (size_t)n * count * 8 + 64);
     uint8_t *plain = malloc((size_t)n * count * 8 + 64), *want = malloc((size_t)n * count * 8);
-    uint8_t *in = malloc((size_t)n * count * 8);
+    uint8_t *in = malloc((size_t)n * count * 8), *full = malloc((size_t)n * count * 8);
     char what[128];
     if (n != j->n) job_fail(j, "rank %d: size %d, expected %d", r, n, j->n);
 
@@ -198,10 +115,7 @@ static int all_collectives(int idx, void *arg)
         for (ringd_op op = RINGD_SUM; op < RINGD_OP_COUNT; op++) {
             if ((op == RINGD_MEAN || op == RINGD_WMEAN) && !is_float(t)) continue;
             /* allreduce */
-            for (size_t i = 0; i < count; i++) {
-                put(t, b, i, input(t, op, r, n, i));
-                put(t, want, i, reduce_ref(t, op, n, i));
-            }
+            check_fill(t, op, r, n, count, b, want);
             ringd_collective ar = {.kind = RINGD_COLL_ALLREDUCE,
                                    .buf = b,
                                    .count = count,
@@ -217,11 +131,7 @@ static int all_collectives(int idx, void *arg)
 
             /* reduce_scatter: rank r gets block r of the reduction; the
              * input is every rank's n blocks. */
-            for (size_t k = 0; k < (size_t)n; k++)
-                for (size_t i = 0; i < count; i++)
-                    put(t, in, k * count + i, input(t, op, r, n, k * count + i));
-            for (size_t i = 0; i < count; i++)
-                put(t, want, i, reduce_ref(t, op, n, (size_t)r * count + i));
+            check_fill(t, op, r, n, (size_t)n * count, in, full);
             snprintf(what, sizeof what, "reduce_scatter %s %s", ringd_dtype_name(t),
                      ringd_op_name(op));
             ringd_collective rs = {.kind = RINGD_COLL_REDUCE_SCATTER,
@@ -230,20 +140,21 @@ static int all_collectives(int idx, void *arg)
                                    .count = count,
                                    .dtype = t,
                                    .op = op,
-                                   .weight = 1.0};
+                                   .weight = r + 1.0};
             rc = ringd_run(c, &rs);
             if (rc < 0)
                 job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
             else
-                check_bytes(j, what, r, b, want, count * es);
+                check_bytes(j, what, r, b, full + (size_t)r * count * es, count * es);
         }
 
         /* broadcast from every root */
         for (int root = 0; root < n; root++) {
-            for (size_t i = 0; i < count; i++) {
-                put(t, b, i, r == root ? input(t, RINGD_SUM, root, n, i) : 0);
-                put(t, want, i, input(t, RINGD_SUM, root, n, i));
-            }
+            check_fill(t, RINGD_SUM, root, n, count, want, full);
+            if (r == root)
+                memcpy(b, want, count * es);
+            else
+                memset(b, 0, count * es);
             snprintf(what, sizeof what, "broadcast %s from %d", ringd_dtype_name(t), root);
             int rc = ringd_broadcast(c, b, count, t, root);
             if (rc < 0)
@@ -255,11 +166,10 @@ static int all_collectives(int idx, void *arg)
         /* allgather, from a separate input and in place */
         for (int in_place = 0; in_place < 2; in_place++) {
             memset(b, 0x5a, (size_t)n * count * es);
-            for (size_t i = 0; i < count; i++) {
-                put(t, in_place ? b + (size_t)r * count * es : in, i, input(t, RINGD_MIN, r, n, i));
-                for (int k = 0; k < n; k++)
-                    put(t, want, (size_t)k * count + i, input(t, RINGD_MIN, k, n, i));
-            }
+            for (int k = 0; k < n; k++)
+                check_fill(t, RINGD_MIN, k, n, count, want + (size_t)k * count * es, full);
+            memcpy(in_place ? b + (size_t)r * count * es : in, want + (size_t)r * count * es,
+                   count * es);
             snprintf(what, sizeof what, "allgather %s%s", ringd_dtype_name(t),
                      in_place ? " in place" : "");
             int rc = ringd_allgather(c, in_place ? NULL : in, b, count, t);
@@ -274,6 +184,7 @@ static int all_collectives(int idx, void *arg)
     free(plain);
     free(want);
     free(in);
+    free(full);
     ringd_free(c, buf);
     ringd_close(c);
     return atomic_load(&j->failures) ? -1 : 0;

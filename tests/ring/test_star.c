@@ -2,13 +2,15 @@
  * test_star.c - `algorithm: star`: one host collects, reduces and sends
  * back. Real daemons, real clients, one thread per rank.
  *
- * Every allreduce is checked bit for bit on every rank: against an exact
- * reference for small integer inputs (every dtype and op, sizes 0, 1, odd
- * and many segments), and for float inputs that round, against a reference
- * that adds in the star's order (the root's value, then the others in host
- * order), which is also what makes every rank's bits the same.
+ * Every allreduce is checked bit for bit on every rank: against the exact
+ * reference of client/check.c for small integer inputs (every dtype and op,
+ * sizes 0, 1, odd and many segments), and for float inputs that round,
+ * against a reference that adds in the star's order (the root's value, then
+ * the others in host order), which is also what makes every rank's bits the
+ * same.
  */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -16,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/check.h"
 #include "ringd.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/proxy.h"
 
 /* 4 KiB segments: 5003 int64 elements take 10 of them, more than the
  * root's window of 4 per leaf. */
@@ -60,74 +64,6 @@ static void job_fail(job *j, const char *fmt, ...)
 static int is_float(ringd_dtype t)
 {
     return t >= RINGD_FLOAT16;
-}
-
-/* Stores the small integer v (|v| <= 255) as element i of buf. */
-static void put(ringd_dtype t, void *buf, size_t i, int64_t v)
-{
-    switch (t) {
-    case RINGD_INT8:
-        ((int8_t *)buf)[i] = (int8_t)v;
-        break;
-    case RINGD_UINT8:
-        ((uint8_t *)buf)[i] = (uint8_t)v;
-        break;
-    case RINGD_INT32:
-        ((int32_t *)buf)[i] = (int32_t)v;
-        break;
-    case RINGD_INT64:
-        ((int64_t *)buf)[i] = v;
-        break;
-    case RINGD_FLOAT32:
-        ((float *)buf)[i] = (float)v;
-        break;
-    case RINGD_FLOAT64:
-        ((double *)buf)[i] = (double)v;
-        break;
-    case RINGD_FLOAT16: {
-        uint16_t h = 0;
-        if (v != 0) {
-            uint64_t a = (uint64_t)(v < 0 ? -v : v);
-            int e = 63 - __builtin_clzll(a);
-            h = (uint16_t)(((v < 0) << 15) | ((e + 15) << 10) | ((a << (10 - e)) & 0x3ff));
-        }
-        ((uint16_t *)buf)[i] = h;
-        break;
-    }
-    case RINGD_BFLOAT16: {
-        float f = (float)v;
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
-        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* Rank r's input at i, chosen so that every result is exact. */
-static int64_t input(ringd_dtype t, ringd_op op, int r, int n, size_t i)
-{
-    if (op == RINGD_PROD) return (size_t)r == i % (size_t)n ? 2 : ((size_t)r + i) % 2 ? -1 : 1;
-    int64_t v = (int64_t)((r + 1) * (i % 13 + 1) % 7) - 3;
-    if (t == RINGD_UINT8) v += 3;
-    if (op == RINGD_MEAN) v *= n;
-    if (op == RINGD_WMEAN) v = (int64_t)(i % 5) - 2; /* equal on every rank */
-    return v;
-}
-
-static int64_t reduce_ref(ringd_dtype t, ringd_op op, int n, size_t i)
-{
-    int64_t acc = input(t, op, 0, n, i);
-    for (int r = 1; r < n; r++) {
-        int64_t v = input(t, op, r, n, i);
-        if (op == RINGD_SUM || op == RINGD_MEAN) acc += v;
-        if (op == RINGD_PROD) acc *= v;
-        if (op == RINGD_MIN) acc = v < acc ? v : acc;
-        if (op == RINGD_MAX) acc = v > acc ? v : acc;
-    }
-    return op == RINGD_MEAN ? acc / n : acc;
 }
 
 static int check(job *j, const char *what, int rank, const void *got, const void *want,
@@ -174,10 +110,7 @@ static int every_dtype_op_and_size(int idx, void *arg)
                 size_t count = counts[s];
                 /* Alternate shared and plain memory. */
                 uint8_t *b = (d + s) % 2 ? plain : buf;
-                for (size_t i = 0; i < count; i++) {
-                    put(t, b, i, input(t, op, r, n, i));
-                    put(t, want, i, reduce_ref(t, op, n, i));
-                }
+                check_fill(t, op, r, n, count, b, want);
                 ringd_collective ar = {.kind = RINGD_COLL_ALLREDUCE,
                                        .buf = b,
                                        .count = count,
@@ -436,6 +369,180 @@ Test(star, ranks_that_disagree_fail_on_every_rank_with_the_same_message_and_the_
     for (int i = 1; i < 3; i++)
         cr_expect_str_eq(mismatch_msg[i], mismatch_msg[0],
                          "rank %d's message differs from rank 0's", i);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+/* ---- the star on the ring's transport ---- */
+
+/* Spawns every host with config, but `odd` with odd_config; waits for all. */
+static void spawn_all(const char *config, int odd, const char *odd_config)
+{
+    for (int i = 0; i < H.n; i++) {
+        snprintf(H.config, sizeof H.config, "%s", i == odd ? odd_config : config);
+        cr_assert_eq(harness_spawn(&H, i), 0, "%s", H.err);
+    }
+    snprintf(H.config, sizeof H.config, "%s", config);
+    cr_assert_eq(harness_wait_all_ready(&H, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+}
+
+Test(star, a_leaf_with_the_wrong_key_is_refused_and_joins_once_it_is_fixed)
+{
+    char good[PATH_MAX], bad[PATH_MAX], config[PATH_MAX], bad_config[PATH_MAX];
+    cr_assert_eq(harness_init(&H, 3, YAML "backoff_max: 200ms\n"), 0, "%s", H.err);
+    cr_assert_eq(harness_write_key(&H, "good.key", "0123456789abcdef-the-cluster-key\n", good,
+                                   sizeof good),
+                 0, "%s", H.err);
+    cr_assert_eq(harness_write_key(&H, "bad.key", "0123456789abcdef-another-key-xxx\n", bad,
+                                   sizeof bad),
+                 0, "%s", H.err);
+    snprintf(config, sizeof config, "%s", H.config);
+    FILE *f = fopen(config, "a");
+    cr_assert_not_null(f);
+    fprintf(f, "secret_file: %s\n", good);
+    fclose(f);
+    cr_assert_eq(harness_config_variant(&H, "bad.yaml", good, bad, bad_config, sizeof bad_config),
+                 0, "%s", H.err);
+    spawn_all(config, 2, bad_config);
+
+    /* The root refuses h2 and says why; h2 hears it was refused. */
+    cr_expect_eq(harness_wait_log(&H, 0, "authentication failed", 20000), 0, "%s", H.err);
+    cr_expect_eq(harness_wait_log(&H, 2, "authentication failed", 20000), 0, "%s", H.err);
+
+    /* With the right key it joins, and the star works. */
+    harness_kill(&H, 2);
+    cr_assert_eq(harness_spawn(&H, 2), 0, "%s", H.err);
+    cr_assert_eq(harness_wait_ready(&H, 2, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
+    job j = {.n = 3};
+    pthread_mutex_init(&j.mu, NULL);
+    cr_expect_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.first_failure);
+    pthread_mutex_destroy(&j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+static harness_proxy proxy;
+
+typedef struct {
+    job j;
+    harness_barrier bar;
+    int rc[3];
+    char msg[3][1024];
+} flip_run;
+
+/* Three allreduces: the second while the proxy on h1's link flips a bit. */
+static int three_phases(int idx, void *arg)
+{
+    flip_run *f = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        job_fail(&f->j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        harness_barrier_wait(&f->bar, true, 60000);
+        return -1;
+    }
+    int64_t x[3000];
+    for (int phase = 0; phase < 3; phase++) {
+        if (harness_barrier_wait(&f->bar, false, 60000) != 0) break;
+        if (phase == 1 && idx == 0) harness_proxy_arm(&proxy);
+        if (phase == 1 && harness_barrier_wait(&f->bar, false, 60000) != 0) break;
+        for (int i = 0; i < 3000; i++)
+            x[i] = idx * 1000 + i + phase;
+        int rc = ringd_allreduce(c, x, 3000, RINGD_INT64, RINGD_SUM);
+        if (phase == 1) {
+            f->rc[idx] = rc;
+            snprintf(f->msg[idx], sizeof f->msg[idx], "%s", ringd_last_error(c));
+            continue;
+        }
+        if (rc < 0) job_fail(&f->j, "phase %d: rank %d: %s", phase, idx, ringd_last_error(c));
+        for (int i = 0; i < 3000 && rc == 0; i++)
+            if (x[i] != 3000 + 3 * (i + phase)) {
+                job_fail(&f->j, "phase %d: rank %d: element %d is %lld", phase, idx, i,
+                         (long long)x[i]);
+                break;
+            }
+    }
+    ringd_close(c);
+    return atomic_load(&f->j.failures) ? -1 : 0;
+}
+
+Test(star, a_bit_flipped_on_a_leafs_link_fails_the_collective_on_every_rank_never_the_sum)
+{
+    static flip_run f;
+    char from[64], to[64], config[PATH_MAX], h1_config[PATH_MAX];
+    cr_assert_eq(harness_init(&H, 3, YAML), 0, "%s", H.err);
+    cr_assert_eq(harness_proxy_start(&proxy, H.d[0].port), 0);
+    /* h1 reaches the root h0 through the proxy. */
+    snprintf(from, sizeof from, "127.0.0.1:%u", (unsigned)H.d[0].port);
+    snprintf(to, sizeof to, "127.0.0.1:%u", (unsigned)proxy.port);
+    snprintf(config, sizeof config, "%s", H.config);
+    cr_assert_eq(harness_config_variant(&H, "h1.yaml", from, to, h1_config, sizeof h1_config), 0,
+                 "%s", H.err);
+    spawn_all(config, 1, h1_config);
+
+    pthread_mutex_init(&f.j.mu, NULL);
+    harness_barrier_init(&f.bar, 3);
+    int rc = harness_run_threads(&H, 3, three_phases, &f, 120000);
+    harness_proxy_stop(&proxy);
+    cr_expect_eq(atomic_load(&f.j.failures), 0, "%s", f.j.first_failure);
+    cr_expect_eq(rc, 0, "%s", H.err);
+    cr_expect_eq(harness_proxy_flipped(&proxy), 1, "the proxy flipped %d bits",
+                 harness_proxy_flipped(&proxy));
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(f.rc[i], RINGD_ECORRUPT, "rank %d: %s: %s", i, ringd_errname(f.rc[i]),
+                     f.msg[i]);
+        cr_expect(strstr(f.msg[i], "checksum mismatch") != NULL, "rank %d: %s", i, f.msg[i]);
+    }
+    harness_barrier_destroy(&f.bar);
+    pthread_mutex_destroy(&f.j.mu);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
+/* An allreduce of `count` int32 on every rank, checked element by element. */
+static size_t big_count;
+
+static int big_allreduce(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = NULL;
+    if (ringd_connect(H.d[idx].socket, &c) < 0) {
+        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        return -1;
+    }
+    int32_t *x = ringd_alloc(c, big_count * sizeof *x);
+    int rc = x ? 0 : -1;
+    for (size_t i = 0; i < big_count && x; i++)
+        x[i] = idx * 1000 + (int32_t)(i % 100000);
+    if (x) rc = ringd_allreduce(c, x, big_count, RINGD_INT32, RINGD_SUM);
+    if (rc < 0) job_fail(j, "rank %d: %s", idx, ringd_last_error(c));
+    for (size_t i = 0; i < big_count && rc == 0; i++)
+        if (x[i] != 3000 + 3 * (int32_t)(i % 100000)) {
+            job_fail(j, "rank %d: element %zu is %d", idx, i, x[i]);
+            break;
+        }
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(star, a_reload_to_a_larger_segment_size_keeps_every_result_exact)
+{
+    char path[PATH_MAX];
+    cr_assert_eq(harness_init(&H, 3, "algorithm: star\ncollective_timeout: 60s\n"
+                                     "segment_size: 64KiB\n"),
+                 0, "%s", H.err);
+    cr_assert_eq(harness_start(&H, harness_seed("star-reload"), 0), 0, "%s", H.err);
+    job j = {.n = 3};
+    pthread_mutex_init(&j.mu, NULL);
+    big_count = 1u << 20; /* 4 MiB: 64 segments, 16 windows' worth at the root */
+    cr_expect_eq(harness_run_threads(&H, 3, big_allreduce, &j, 120000), 0, "%s", j.first_failure);
+
+    /* Every host reloads to 4 MiB segments: the root's windows must grow. */
+    cr_assert_eq(harness_config_variant(&H, "ringd.yaml", "segment_size: 64KiB",
+                                        "segment_size: 4MiB", path, sizeof path),
+                 0, "%s", H.err);
+    harness_signal_all(&H, SIGHUP);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(harness_wait_log(&H, i, "reload: segment_size", 20000), 0, "%s", H.err);
+    big_count = 6u << 20; /* 24 MiB: 6 segments, more than the root's window of 4 */
+    cr_expect_eq(harness_run_threads(&H, 3, big_allreduce, &j, 120000), 0, "%s", j.first_failure);
     pthread_mutex_destroy(&j.mu);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }

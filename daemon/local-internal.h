@@ -1,0 +1,87 @@
+/*
+ * local-internal.h - what the two files of the local sessions share:
+ * local.c (the socket, sessions, their bytes in and out) and
+ * local_requests.c (what a session asks for: HELLO, REGISTER, UNREGISTER,
+ * COLLECTIVE, STATUS_REQ).
+ */
+#ifndef RINGD_LOCAL_INTERNAL_H
+#define RINGD_LOCAL_INTERNAL_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "gather.h"
+#include "local.h"
+#include "perm.h"
+#include "proto/msg.h"
+#include "regions.h"
+
+#define IN_CAP (2 * (MSG_HEADER_SIZE + MSG_MAX_BODY))
+#define MAX_FDS 4 /* descriptors received but not yet claimed */
+
+typedef struct session session;
+
+struct session {
+    local *owner;
+    int fd;
+    uv_poll_t poll;
+    int events; /* what poll watches now; -1 before the first update_poll() */
+    int closing;
+    int welcomed, observer;
+    int local_rank;
+    uint32_t pid; /* from SO_PEERCRED, then as the HELLO says */
+    uint32_t uid;
+    uint64_t accepted_ms;
+    uint64_t next_index; /* host collective number of its next submission */
+    region_set regions;
+    int fds[MAX_FDS];
+    int n_fds;
+    uint8_t in[IN_CAP];
+    size_t in_len;
+    uint8_t *out;
+    size_t out_len, out_cap;
+    session *next;
+};
+
+struct local {
+    uv_loop_t *loop;
+    const cfg *cfg;
+    int me, ranks, local_size;
+    engine *engine;
+    gather *gather;
+    int listen_fd;
+    uv_poll_t listen_poll;
+    int listening;
+    uv_timer_t hello_timer; /* closes sessions that never say HELLO */
+    perm_policy perm;
+    uint64_t bad_window_ms; /* start of the current BAD_LOG_MS window */
+    int bad_in_window;
+    session *sessions;
+    int n_sessions;
+    session **by_rank; /* local rank -> session */
+    uint64_t start_ms;
+    const rates *rates; /* for status; may be NULL */
+    int closing, open_handles;
+    void (*done)(void *);
+    void *done_data;
+};
+
+/* Queues an encoded message (n bytes in buf, or an encoder error). */
+void session_queue(session *s, const uint8_t *buf, int n);
+/* Answers request id. */
+void session_reply(session *s, uint64_t id, int status, const char *text);
+/* The same with a formatted text; returns status, for callers that fail. */
+int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Sends MSG_ERROR and closes the session once it is out. */
+void session_refuse(session *s, int code, const char *text);
+/* Closes a session whose client sent what no libringd sends, saying so. */
+void session_drop(session *s, const char *why);
+void session_close(session *s, const char *why);
+
+/* local_requests.c: decodes and runs one message; a bad one closes s. */
+void session_handle(session *s, const msg_header *h, const uint8_t *body);
+/* The descriptor the next REGISTER claims, or -1. */
+int session_take_fd(session *s);
+
+#endif /* RINGD_LOCAL_INTERNAL_H */

@@ -1,0 +1,234 @@
+/*
+ * local_requests.c - what a local session asks for: HELLO (which local rank
+ * it is), REGISTER and UNREGISTER (its shared memory, regions.c),
+ * COLLECTIVE (checked here, then gathered with the other local ranks' by
+ * gather.c) and STATUS_REQ (status.c).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "local-internal.h"
+#include "log.h"
+#include "reduce.h"
+#include "status.h"
+
+/* ---- regions ---- */
+
+int session_take_fd(session *s)
+{
+    if (s->n_fds == 0) return -1;
+    int fd = s->fds[0];
+    memmove(s->fds, s->fds + 1, (size_t)(s->n_fds - 1) * sizeof *s->fds);
+    s->n_fds--;
+    return fd;
+}
+
+static void do_register(session *s, const msg_register *m)
+{
+    char why[MSG_MAX_TEXT];
+    int rc = regions_add(&s->regions, m->region, m->size, session_take_fd(s), why, sizeof why);
+    session_reply(s, m->id, rc, rc < 0 ? why : NULL);
+}
+
+static void do_unregister(session *s, const msg_unregister *m)
+{
+    if (regions_remove(&s->regions, m->region) == 0)
+        session_reply(s, m->id, 0, NULL);
+    else
+        session_replyf(s, m->id, RINGD_EINVAL, "unregister: no region %u", m->region);
+}
+
+/* ---- collectives ---- */
+
+/* Checks a submission: 0, or the RINGD_E* code of the reply that said what
+ * is wrong. Normalises the fields a kind does not use, so that ranks agree
+ * on them. */
+static int check_collective(session *s, msg_collective *m, region **reg_out)
+{
+    local *l = s->owner;
+    const char *kn = engine_kind_name(m->kind);
+    if (s->observer) {
+        return session_replyf(s, m->id, RINGD_EINVAL,
+                              "this session is an observer and joins no collective");
+    }
+    if (m->kind < MSG_COLL_ALLREDUCE || m->kind > MSG_COLL_BARRIER) {
+        return session_replyf(s, m->id, RINGD_EINVAL, "unknown collective kind %u", m->kind);
+    }
+    if (m->kind == MSG_COLL_BARRIER) {
+        m->count = 0;
+        m->dtype = RINGD_UINT8;
+    }
+    if (m->dtype >= RINGD_DTYPE_COUNT) {
+        return session_replyf(s, m->id, RINGD_EINVAL, "%s: unknown dtype %u", kn, m->dtype);
+    }
+    if (m->kind == MSG_COLL_ALLREDUCE || m->kind == MSG_COLL_REDUCE_SCATTER) {
+        if (m->op >= RINGD_OP_COUNT || reduce_check(m->dtype, m->op) < 0) {
+            return session_replyf(s, m->id, RINGD_EINVAL, "%s: op %s does not apply to dtype %s",
+                                  kn, ringd_op_name(m->op) ? ringd_op_name(m->op) : "?",
+                                  ringd_dtype_name(m->dtype));
+        }
+        if (m->op == RINGD_WMEAN && !(m->weight >= 0 && isfinite(m->weight))) {
+            return session_replyf(s, m->id, RINGD_EINVAL, "%s: wmean needs a weight >= 0, got %g",
+                                  kn, m->weight);
+        }
+    } else {
+        m->op = 0;
+    }
+    if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= l->ranks)) {
+        return session_replyf(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)",
+                              m->root, l->ranks - 1);
+    }
+    if (m->kind != MSG_COLL_BROADCAST) m->root = 0;
+    if (m->op != RINGD_WMEAN) m->weight = 0;
+
+    size_t esize = ringd_dtype_size(m->dtype);
+    uint64_t limit = l->cfg->max_buffer_bytes / esize;
+    int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
+    if (m->count > limit || (per_rank && m->count > limit / (uint64_t)l->ranks)) {
+        return session_replyf(s, m->id, RINGD_ETOOBIG,
+                              "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn,
+                              m->count, ringd_dtype_name(m->dtype), per_rank ? " per rank" : "",
+                              l->cfg->max_buffer_bytes);
+    }
+    uint64_t bytes = (per_rank ? m->count * (uint64_t)l->ranks : m->count) * esize;
+    *reg_out = NULL;
+    if (bytes == 0) return 0;
+    region *reg = regions_find(&s->regions, m->region);
+    if (!reg || m->offset > reg->size || bytes > reg->size - m->offset) {
+        return session_replyf(s, m->id, RINGD_ERANGE,
+                              "%s: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u",
+                              kn, bytes, m->offset, m->region);
+    }
+    if (m->offset % esize != 0) {
+        return session_replyf(s, m->id, RINGD_EINVAL,
+                              "%s: buffer is not aligned to its %zu-byte elements", kn, esize);
+    }
+    *reg_out = reg;
+    return 0;
+}
+
+static void do_collective(session *s, msg_collective *m)
+{
+    region *reg = NULL;
+    if (check_collective(s, m, &reg) < 0) return;
+    gather_submit(s->owner->gather, s, s->local_rank, &s->next_index, m->id, reg,
+                  reg ? reg->base + m->offset : NULL, m);
+}
+
+/* ---- status ---- */
+
+static void do_status(session *s, const msg_status_req *m)
+{
+    local *l = s->owner;
+    status_snapshot snap;
+    msg_status st;
+    status_collect(&snap, l->cfg, l->me, l->engine, local_clients(l), uv_now(l->loop) - l->start_ms,
+                   l->rates);
+    status_message(&snap, m->id, &st);
+    uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
+    session_queue(s, buf, msg_encode_status(buf, sizeof buf, &st));
+}
+
+/* ---- sessions ---- */
+
+static void do_hello(session *s, const msg_hello *m)
+{
+    local *l = s->owner;
+    const char *host = l->cfg->hosts[l->me].name;
+    char text[MSG_MAX_TEXT];
+    if (!s->pid) s->pid = m->pid; /* the kernel's word is better than the client's */
+    if (m->flags & MSG_HELLO_OBSERVER) {
+        s->observer = 1;
+        s->local_rank = -1;
+    } else {
+        int want = m->local_rank;
+        if (want >= l->local_size || want < -1) {
+            snprintf(text, sizeof text,
+                     "local rank %d is out of range: host %s has local_clients: %d (ranks 0..%d)",
+                     want, host, l->local_size, l->local_size - 1);
+            session_refuse(s, RINGD_EINVAL, text);
+            return;
+        }
+        if (want >= 0 && l->by_rank[want]) {
+            snprintf(text, sizeof text,
+                     "local rank %d on host %s is taken by pid %u; is an earlier training "
+                     "process still running?",
+                     want, host, l->by_rank[want]->pid);
+            session_refuse(s, RINGD_EBUSY, text);
+            return;
+        }
+        if (want < 0)
+            for (want = 0; want < l->local_size && l->by_rank[want]; want++)
+                ;
+        if (want == l->local_size) {
+            snprintf(text, sizeof text,
+                     "host %s already has its %d local client(s) (local_clients: %d); is an "
+                     "earlier training process still running?",
+                     host, l->local_size, l->local_size);
+            session_refuse(s, RINGD_EBUSY, text);
+            return;
+        }
+        s->local_rank = want;
+        l->by_rank[want] = s;
+        s->next_index = gather_joining_index(l->gather);
+        log_info("local rank %d connected (pid %u)", want, m->pid);
+    }
+    s->welcomed = 1;
+    msg_welcome w = {.rank =
+                         s->observer ? -1 : cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank,
+                     .size = l->ranks,
+                     .local_rank = s->local_rank,
+                     .local_size = l->local_size,
+                     .host_index = (uint32_t)l->me,
+                     .n_hosts = (uint32_t)l->cfg->n_hosts,
+                     .max_bytes = l->cfg->max_buffer_bytes};
+    snprintf(w.host, sizeof w.host, "%s", host);
+    uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
+    session_queue(s, buf, msg_encode_welcome(buf, sizeof buf, &w));
+}
+
+/* Decodes and runs one message; a bad one closes the session. */
+void session_handle(session *s, const msg_header *h, const uint8_t *body)
+{
+    union {
+        msg_hello hello;
+        msg_register reg;
+        msg_unregister unreg;
+        msg_collective coll;
+        msg_status_req status;
+    } m;
+    int rc = MSG_EMALFORMED;
+    if (!s->welcomed && h->type != MSG_HELLO) {
+        char why[64];
+        snprintf(why, sizeof why, "first message is %s, not HELLO", msg_type_name(h->type));
+        session_drop(s, why);
+        return;
+    }
+    switch (h->type) {
+    case MSG_HELLO:
+        if (s->welcomed) break;
+        if ((rc = msg_decode_hello(h, body, &m.hello)) == 0) do_hello(s, &m.hello);
+        break;
+    case MSG_REGISTER:
+        if ((rc = msg_decode_register(h, body, &m.reg)) == 0) do_register(s, &m.reg);
+        break;
+    case MSG_UNREGISTER:
+        if ((rc = msg_decode_unregister(h, body, &m.unreg)) == 0) do_unregister(s, &m.unreg);
+        break;
+    case MSG_COLLECTIVE:
+        if ((rc = msg_decode_collective(h, body, &m.coll)) == 0) do_collective(s, &m.coll);
+        break;
+    case MSG_STATUS_REQ:
+        if ((rc = msg_decode_status_req(h, body, &m.status)) == 0) do_status(s, &m.status);
+        break;
+    default:
+        break;
+    }
+    if (rc < 0) {
+        char why[128];
+        snprintf(why, sizeof why, "bad %s message: %s", msg_type_name(h->type), msg_strerror(rc));
+        session_drop(s, why);
+    }
+}
