@@ -175,7 +175,8 @@ def test_the_unit_passes_systemd_analyze_verify(tmp):
     for key in ["Type=notify", "Restart=on-failure", "RuntimeDirectory=ringd", "NoNewPrivileges=yes",
                 "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
                 "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "CapabilityBoundingSet=\n",
-                "MemoryDenyWriteExecute=yes", "ExecReload=/bin/kill -HUP $MAINPID", "WatchdogSec="]:
+                "MemoryDenyWriteExecute=yes", "ExecReload=/bin/sh -c 'kill -HUP ${MAINPID}'",
+                "WatchdogSec="]:
         assert key in unit, key
 
 
@@ -392,7 +393,7 @@ def test_an_install_into_destdir_holds_every_file(tmp):
              "lib/systemd/system/ringd.service", "lib/sysusers.d/ringd.conf",
              "lib/tmpfiles.d/ringd.conf", "share/ringd/ringd.example.yaml",
              "share/ringd/ringd.service", "share/ringd/ringd.sysusers", "share/ringd/ringd.tmpfiles",
-             "share/man/man8/ringd.8", "share/man/man1/ringctl.1"]
+             "share/man/man8/ringd.8.gz", "share/man/man1/ringctl.1.gz"]
     missing = [f for f in files if not os.path.exists(os.path.join(root, f))]
     assert not missing, "missing after install: %s" % missing
     unit = open(os.path.join(root, "lib/systemd/system/ringd.service")).read()
