@@ -17,6 +17,8 @@ if [ "${1:-}" != "--build" ]; then
         iproute2 iperf3                 # the network-namespace testbed and benchmark
         systemd man-db                  # systemd-analyze verify of the unit (and its man pages)
         clang-14 libclang-rt-14-dev     # the libFuzzer targets (libFuzzer is in compiler-rt)
+        dpkg-dev file lintian           # the Debian packages: cpack -G DEB, and their checks
+        systemd-container mmdebstrap    # the unit under a booted systemd (tests/package)
     )
 fi
 
