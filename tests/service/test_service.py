@@ -10,12 +10,16 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from waiting import wait_for  # noqa: E402
 
 BUILD = os.environ.get("RINGD_BINARY_DIR", "build")
 SOURCE = os.environ.get("RINGD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -34,16 +38,6 @@ def free_ports(n):
     for s in socks:
         s.close()
     return ports
-
-
-def wait_for(what, cond, timeout=DEADLINE):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 class Ring:
