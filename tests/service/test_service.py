@@ -393,3 +393,82 @@ def test_an_install_into_destdir_holds_every_file(tmp):
     unit = open(os.path.join(root, "lib/systemd/system/ringd.service")).read()
     assert "ExecStart=%s/bin/ringd --config /etc/ringd/ringd.yaml" % prefix in unit
     assert "u ringd" in open(os.path.join(root, "lib/sysusers.d/ringd.conf")).read()
+
+
+# ---- reload, key by key, as the documents say ----
+
+# A value to change each key to, from the defaults; tests/reference.py reads
+# which class the documents put each key in.
+NEW_VALUES = {
+    "segment_size": "128KiB", "max_buffer": "2GiB", "collective_timeout": "30s",
+    "connect_timeout": "4s", "backoff_initial": "200ms", "backoff_max": "4s",
+    "socket_buffer": "2MiB", "fusion_threshold": "2MiB", "fusion_max": "16",
+    "log_level": "debug", "heartbeat_interval": "500ms", "heartbeat_timeout": "4s",
+    "checksum": "none", "metrics": None,  # a free port, below
+    "cluster": "svc2", "hosts": None, "socket": None, "local_clients": "2", "streams": "2",
+    "secret_file": None,
+    "socket_mode": '"0600"', "socket_group": "0", "allowed_uids": "[0]", "allowed_gids": "[0]",
+    "algorithm": "star", "star_root": "h0",
+}
+
+
+def test_reload_applies_each_key_as_the_readme_ringd8_and_the_example_say(tmp):
+    import reference
+    classes = reference.reload_classes("deploy/ringd.example.yaml")
+    missing = {k for keys in classes.values() for k in keys} - set(NEW_VALUES)
+    assert not missing, "add a value to try in NEW_VALUES for %s" % missing
+    port, port2, mport = free_ports(3)
+    key = os.path.join(tmp, "cluster.key")
+    with open(key, "w") as f:
+        f.write("a-test-key-that-is-long-enough-0123456789\n")
+    os.chmod(key, 0o600)
+    values = {"hosts": None, "socket": os.path.join(tmp, "a.sock"), "cluster": "svc"}
+    new = dict(NEW_VALUES, metrics="127.0.0.1:%d" % mport, socket=os.path.join(tmp, "b.sock"),
+               secret_file=key, hosts=port2)
+    conf, log = os.path.join(tmp, "r.yaml"), os.path.join(tmp, "r.log")
+
+    def write():
+        with open(conf, "w") as f:
+            f.write("hosts:\n  - name: h0\n    address: 127.0.0.1:%d\n" % (values["hosts"] or port))
+            for k, v in values.items():
+                if k != "hosts":
+                    f.write("%s: %s\n" % (k, v))
+
+    def logtext():
+        with open(log) as f:
+            return f.read()
+
+    def status_ok():
+        r = subprocess.run([RINGCTL, "--socket", values["socket"], "status", "--json"],
+                           capture_output=True, text=True, timeout=30)
+        return r.returncode == 0
+
+    write()
+    p = subprocess.Popen([RINGD, "--config", conf, "--host", "h0"], stderr=open(log, "w"))
+    try:
+        wait_for("the socket", status_ok)
+        for cls in reference.CLASSES:
+            for k in sorted(classes[cls]):
+                before = len(logtext())
+                values[k] = new[k]
+                write()
+                p.send_signal(signal.SIGHUP)
+                if cls == "re-form":
+                    wait_for("%s: re-forming" % k, lambda: "re-forming the ring" in logtext()[before:])
+                    wait_for("%s: the socket again" % k, status_ok)
+                    continue
+                wait_for("%s: reload done" % k, lambda: "reload: done" in logtext()[before:])
+                said = logtext()[before:]
+                assert "re-forming" not in said, "%s re-formed the ring:\n%s" % (k, said)
+                if cls == "at once":
+                    assert "reload: " + k in said, "%s changed, not applied:\n%s" % (k, said)
+                else:
+                    assert k not in said, "%s: said to wait for a restart, but:\n%s" % (k, said)
+        assert p.poll() is None, logtext()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
