@@ -395,6 +395,26 @@ def test_an_install_into_destdir_holds_every_file(tmp):
     assert "u ringd" in open(os.path.join(root, "lib/sysusers.d/ringd.conf")).read()
 
 
+def test_cmake_install_puts_the_python_package_where_debians_python3_finds_it(tmp):
+    cache = open(os.path.join(BUILD, "CMakeCache.txt")).read()
+    prefix = re.search(r"^CMAKE_INSTALL_PREFIX:PATH=(.*)$", cache, re.M).group(1)
+    pydir = re.search(r"^RINGD_PYTHON_DIR:STRING=(.*)$", cache, re.M).group(1)
+    sys_path = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    if prefix in ("/usr", "/usr/local"):
+        assert os.path.join(prefix, pydir) in sys_path, (prefix, pydir, sys_path)
+    dest = os.path.join(tmp, "root")
+    r = subprocess.run(["cmake", "--install", BUILD, "--component", "python"],
+                       env=dict(os.environ, DESTDIR=dest), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    pkg = dest + os.path.join(prefix, pydir, "ringd")
+    assert {"__init__.py", "_paths.py"} <= set(os.listdir(pkg))
+    # _paths.py names the installed library relative to the package itself.
+    paths = open(os.path.join(pkg, "_paths.py")).read()
+    assert "os.path.join(_here, '../../" in paths and "libringd.so.0" in paths
+
+
 # ---- reload, key by key, as the documents say ----
 
 # A value to change each key to, from the defaults; tests/reference.py reads
