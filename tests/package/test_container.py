@@ -1,8 +1,9 @@
 """The unit under a real systemd: two Debian 12 containers (systemd as PID 1,
 nspawn.py) joined by a veth pair, the packages installed with apt, then
-what an operator does and sees, in order: the ring forms with a cluster key,
-start returns once ringd listens (Type=notify), reload, the watchdog, the
-hardening, a crash and its restart, stop, and removal.
+what an operator does and sees, in order: apt installs without starting
+anything, the ring forms with a cluster key, start returns once ringd
+listens (Type=notify), reload, the watchdog, the hardening, a crash and its
+restart, an upgrade, stop, and removal.
 
 Skipped, saying why, where the machine cannot boot containers (not root, no
 systemd-nspawn, no mirror for mmdebstrap, nspawn failing to boot).
@@ -230,6 +231,21 @@ def test_a_crashed_daemon_is_restarted_and_the_ring_forms_again(ring):
     assert int(show(a, "NRestarts")) == restarts + 1
     for c in ring:
         wait_for("%s: ring up again" % c.name, lambda: ring_up(c))
+
+
+def test_an_upgrade_restarts_a_running_service_and_starts_no_stopped_one(ring):
+    a, b = ring
+    deb = os.path.join(nspawn.SHARE, os.path.basename(debs("ringd")[0]))
+    b.run("systemctl stop ringd")
+    pid = mainpid(a)
+    for c in ring:
+        c.run("dpkg -i %s" % deb, timeout=120)  # the same version again: an upgrade
+    wait_for("a restarted", lambda: mainpid(a) not in (0, pid) and status_json(a) is not None)
+    assert show(a, "ActiveState") == "active"
+    assert show(b, "ActiveState") == "inactive" and ringd_running(b) == []
+    b.run("systemctl start ringd")
+    for c in ring:
+        wait_for("%s: ring up" % c.name, lambda: ring_up(c))
 
 
 def test_systemctl_stop_fails_a_waiting_client_with_eshutdown(ring):
