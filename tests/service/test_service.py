@@ -352,6 +352,34 @@ def test_a_scrape_is_prometheus_text_and_its_counters_move_after_a_collective(ri
     assert e.value.code == 404
 
 
+def test_two_daemons_of_one_file_on_one_machine_each_serve_their_own_metrics(tmp):
+    ports = free_ports(4)
+    conf = os.path.join(tmp, "one.yaml")
+    with open(conf, "w") as f:
+        f.write("cluster: svc\nmetrics: 127.0.0.1:%d\nhosts:\n" % ports[2])
+        for i in range(2):
+            f.write("  - name: h%d\n    address: 127.0.0.1:%d\n    socket: %s\n" % (
+                i, ports[i], os.path.join(tmp, "h%d.sock" % i)))
+        f.write("    metrics: 127.0.0.1:%d\n" % ports[3])  # h1's own
+    procs = [subprocess.Popen([RINGD, "--config", conf, "--host", "h%d" % i],
+                              stderr=open(os.path.join(tmp, "h%d.log" % i), "w")) for i in range(2)]
+    try:
+        for i, port in [(0, ports[2]), (1, ports[3])]:
+            def info():
+                try:
+                    return [k for k in scrape(port) if k.startswith("ringd_info")]
+                except OSError:
+                    return None
+            found = wait_for("h%d's metrics on port %d" % (i, port), info)
+            assert 'host="h%d"' % i in found[0], found
+        assert all(p.poll() is None for p in procs)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=10)
+
+
 def test_status_json_parses_and_shows_the_collectives_and_stragglers(ring_factory):
     ring = ring_factory(2)
     for i in range(2):
