@@ -27,8 +27,8 @@
 #   bench/run.sh 4 none -- --min 64M --max 64M     # CPU per GB, unshaped
 #
 # The binaries come from $RINGD_BUILD (default build/, configured and built
-# here if it has no ringd_bench). iperf3 is installed with apt-get if it is
-# missing. Needs root (namespaces) and iproute2. The goodput is that of one
+# here if it has no ringd_bench). iperf3 is installed (install-deps.sh --bench)
+# if it is missing. Needs root (namespaces) and iproute2. The goodput is that of one
 # TCP stream from host 0 to host 1, alone on the testbed (the issue's
 # reference); the table's bus/good column divides busbw by it. With several
 # hosts it also reports the goodput of N streams at once around the ring
@@ -71,15 +71,12 @@ done
 
 build=${RINGD_BUILD:-$root/build}
 if [ ! -x "$build/bench/ringd_bench" ] || [ ! -x "$build/daemon/ringd" ]; then
-    "$root/deploy/install-deps.sh"
+    "$root/deploy/install-deps.sh" --bench
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$build" -j "$(nproc)" --target ringd ringd_bench >/dev/null
 fi
 if [ $iperf -eq 1 ] && ! command -v iperf3 >/dev/null; then
-    echo "run.sh: installing iperf3" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iperf3 \
-        >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends iperf3 >/dev/null; }
+    "$root/deploy/install-deps.sh" --bench
 fi
 
 dir=$(mktemp -d /tmp/ringd-bench.XXXXXX)

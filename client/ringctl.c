@@ -4,6 +4,7 @@
  *   ringctl [--socket PATH] status [--json]
  *   ringctl [--socket PATH] allreduce [--count N] [--dtype T] [--op O] ...
  *   ringctl [--socket PATH] broadcast | allgather | reduce_scatter | barrier ...
+ *   ringctl --version
  *
  * `status` opens its own observer session (it is not a rank) and prints the
  * daemon's MSG_STATUS. The collective commands make this process a rank like
@@ -32,6 +33,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 static const char usage_main[] =
     "Usage: ringctl [--socket PATH] COMMAND [OPTIONS]\n"
+    "       ringctl --version\n"
     "\n"
     "Talks to the ringd daemon of this host.\n"
     "\n"
@@ -52,6 +54,7 @@ static const char usage_main[] =
     "  -s, --socket PATH  the daemon's Unix socket (default: $RINGD_SOCKET, else\n"
     "                     " SESSION_DEFAULT_SOCKET ")\n"
     "  -h, --help         show this help; `ringctl COMMAND --help` for a command\n"
+    "  -V, --version      show the version of ringctl and libringd\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
@@ -757,17 +760,25 @@ static int cmd_collective(const command *cmd, const char *path, int argc, char *
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {0}};
+        {"socket", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {0}};
     const char *path = NULL;
     int ch;
     /* "+": stop at the command; its options are parsed by the command. */
-    while ((ch = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+s:hV", opts, NULL)) != -1) {
         switch (ch) {
         case 's':
             path = optarg;
             break;
         case 'h':
             fputs(usage_main, stdout);
+            return EXIT_OK;
+        case 'V':
+            /* ringctl is built with the libringd it links: one version. */
+            printf("ringctl %d.%d.%d\n", RINGD_VERSION_MAJOR, RINGD_VERSION_MINOR,
+                   RINGD_VERSION_PATCH);
             return EXIT_OK;
         default:
             return usage_error(NULL, "invalid option");

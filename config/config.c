@@ -95,6 +95,7 @@ static const struct key host_keys[] = {
     {"address", parse_address, true, 0, 0, 0, 0},
     {"socket", parse_socket, false, FIELD(cfg_host, socket), 0, 0},
     {"local_clients", parse_count, false, FIELD(cfg_host, local_clients), 1, 1024},
+    {"metrics", parse_listen, false, FIELD(cfg_host, metrics), 0, 0},
 };
 
 #define N_TOP (sizeof top_keys / sizeof top_keys[0])
@@ -233,7 +234,8 @@ int cfg_parse_size(const char *s, uint64_t *out)
 
 int cfg_parse_duration_ms(const char *s, uint64_t *out)
 {
-    static const struct unit units[] = {{"", 1}, {"ms", 1}, {"s", SEC}, {"m", MIN}, {"h", HOUR}};
+    /* No unitless form: "collective_timeout: 30" read as 30 ms was a trap. */
+    static const struct unit units[] = {{"ms", 1}, {"s", SEC}, {"m", MIN}, {"h", HOUR}};
     return parse_with_units(s, out, units, sizeof units / sizeof units[0]);
 }
 
@@ -369,11 +371,16 @@ static int parse_size(ctx *x, void *obj, const struct key *k, yaml_node_t *v, co
 
 static int parse_duration(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
 {
-    static const char format[] = "a duration (milliseconds, or a number with ms, s, m or h)";
+    static const char format[] = "a duration (a number with ms, s, m or h)";
     char lo[32], hi[32];
     uint64_t n;
+    const char *rest;
     const char *s = scalar(x, v, kp, format);
     if (!s) return -1;
+    /* A bare number is the likeliest mistake: say what to write instead. */
+    if (parse_digits(s, &n, &rest) == 0 && !*rest)
+        return fail(x, v->start_mark, kp, "%s has no unit: add a unit, e.g. %llus (or ms, m, h)",
+                    describe(x, v), (unsigned long long)n);
     if (cfg_parse_duration_ms(s, &n) < 0)
         return fail(x, v->start_mark, kp, "expected %s, got %s", format, describe(x, v));
     if (n < k->min || n > k->max) {
@@ -777,6 +784,7 @@ static int finish(ctx *x, yaml_node_t **found)
         cfg_host *h = &c->hosts[i];
         if (!h->socket && !(h->socket = strdup(c->socket))) return fail_oom(x);
         if (!h->local_clients) h->local_clients = c->local_clients;
+        if (!h->metrics && c->metrics && !(h->metrics = strdup(c->metrics))) return fail_oom(x);
     }
     return 0;
 }
@@ -927,6 +935,7 @@ void cfg_free(cfg *c)
         free(c->hosts[i].address);
         free(c->hosts[i].node);
         free(c->hosts[i].socket);
+        free(c->hosts[i].metrics);
     }
     free(c->hosts);
     free(c->socket_group.value);

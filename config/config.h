@@ -31,6 +31,8 @@ typedef struct {
     uint16_t port;
     char *socket;      /* Unix socket path for this host: its own key, else the top-level one */
     int local_clients; /* its own key, else the top-level one; >= 1 */
+    char *metrics;     /* IP:PORT of its metrics endpoint: its own key, else the top-level
+                          one; NULL = off. Two daemons on one machine need one each. */
     int line, column;  /* where the host's entry starts, for later messages */
 } cfg_host;
 
@@ -56,8 +58,8 @@ typedef struct {
     size_t n_hosts;    /* >= 1 */
 
     /* Tuning, all optional. Sizes accept a plain byte count or a suffix
-     * (K, KiB, M, MiB, G, GiB; powers of 1024); durations accept plain
-     * milliseconds or a suffix (ms, s, m, h). */
+     * (K, KiB, M, MiB, G, GiB; powers of 1024); durations need a unit
+     * (ms, s, m, h): a bare number is refused. */
     uint32_t segment_bytes;    /* segment_size: pipelining unit; default 256 KiB, 4 KiB..16 MiB */
     uint64_t max_buffer_bytes; /* max_buffer: largest collective; default 4 GiB, 1 MiB..64 GiB */
     uint32_t collective_timeout_ms; /* collective_timeout: default 60 s */
@@ -78,7 +80,8 @@ typedef struct {
                                        default 5 s, at least twice the interval */
     char *secret_file;              /* secret_file: the cluster key; NULL = no authentication */
     bool checksum;                  /* checksum: crc32c (true, default) or none */
-    char *metrics;                  /* metrics: IP:PORT of the Prometheus endpoint; NULL = off */
+    char *metrics; /* metrics: IP:PORT of the Prometheus endpoint; NULL = off. The
+                      daemon serves its host's (cfg_host.metrics), which defaults to it. */
 
     /* Local access to the Unix socket, all optional. */
     uint32_t socket_mode;     /* socket_mode: permission bits, octal "0660"; default 0660 */
@@ -112,8 +115,8 @@ int cfg_first_rank(const cfg *c, size_t i);
 
 /* The size and duration formats of the file, for command-line flags too:
  * "4194304", "256KiB", "4 MiB" (K, KiB, M, MiB, G, GiB: powers of 1024) and
- * "250" (milliseconds), "500ms", "5s", "2m", "1h". Return 0, or -1 if s is
- * not in the format or overflows 64 bits; no range check. */
+ * "500ms", "5s", "2m", "1h" (a duration always has a unit). Return 0, or -1
+ * if s is not in the format or overflows 64 bits; no range check. */
 int cfg_parse_size(const char *s, uint64_t *out);
 int cfg_parse_duration_ms(const char *s, uint64_t *out);
 

@@ -165,14 +165,15 @@ static void collect(void *data, status_snapshot *s)
 
 static void start_metrics(daemon_state *d)
 {
-    if (!d->config.metrics) return;
+    const char *addr = d->config.hosts[d->me].metrics; /* the host's own, else the top-level */
+    if (!addr) return;
     char err[256];
-    if (metrics_new(&d->metrics, d->loop, d->config.metrics, collect, d, err, sizeof err) < 0) {
+    if (metrics_new(&d->metrics, d->loop, addr, collect, d, err, sizeof err) < 0) {
         log_error("%s; running without metrics", err);
         d->metrics = NULL;
         return;
     }
-    log_info("metrics: http://%s/metrics", d->config.metrics);
+    log_info("metrics: http://%s/metrics", addr);
 }
 
 /* Once a second: a sample for the rates, and the state for systemd. */
@@ -254,11 +255,12 @@ static void apply_tuning(daemon_state *d, const cfg *n)
  * the endpoint if it changed. */
 static void apply_metrics(daemon_state *d, cfg *n)
 {
-    const char *a = d->config.metrics, *b = n->metrics;
+    char **mine = &d->config.hosts[d->me].metrics, **next = &n->hosts[d->me].metrics;
+    const char *a = *mine, *b = *next;
     int same = (!a && !b) || (a && b && strcmp(a, b) == 0);
-    char *old = d->config.metrics;
-    d->config.metrics = n->metrics;
-    n->metrics = old;
+    char *old = *mine;
+    *mine = *next;
+    *next = old;
     if (same) return;
     log_info("reload: metrics %s -> %s", a ? a : "off", b ? b : "off");
     if (d->metrics) metrics_close(d->metrics, NULL, NULL);

@@ -425,6 +425,22 @@ Test(ringctl, help_documents_every_flag_and_exits_0)
         cr_assert_not_null(strstr(out, flags[i]), "allreduce --help lacks %s", flags[i]);
 }
 
+Test(ringctl, version_prints_the_version_and_exits_0_without_a_daemon)
+{
+    char expected[64];
+    snprintf(expected, sizeof expected, "ringctl %d.%d.%d\n", RINGD_VERSION_MAJOR,
+             RINGD_VERSION_MINOR, RINGD_VERSION_PATCH);
+    cr_assert_eq(ringctl("--version", NULL), 0);
+    cr_assert_str_eq(out, expected);
+    cr_assert_eq(ringctl("-V", NULL), 0);
+    cr_assert_str_eq(out, expected);
+    cr_assert_eq(ringctl("--socket", "/nonexistent/ringd.sock", "--version", NULL), 0);
+    cr_assert_eq(ringctl("--help", NULL), 0);
+    cr_assert_not_null(strstr(out, "--version"));
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_eq(F.sessions, 0, "--version connected to the daemon");
+}
+
 Test(ringctl, help_lists_every_collective_and_each_documents_its_own_flags)
 {
     static const struct {

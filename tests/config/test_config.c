@@ -204,12 +204,12 @@ Test(config, sizes_reject_other_suffixes_fractions_and_overflow) {
     }
 }
 
-Test(config, durations_accept_milliseconds_and_every_suffix) {
+Test(config, durations_accept_every_suffix) {
     static const struct {
         const char *text;
         uint64_t ms;
-    } ok[] = {{"250", 250}, {"500ms", 500}, {"5s", 5000}, {"5 s", 5000}, {"2m", 120000},
-              {"1h", 3600000}, {"0", 0}};
+    } ok[] = {{"500ms", 500}, {"5s", 5000}, {"5 s", 5000}, {"2m", 120000},
+              {"1h", 3600000}, {"0ms", 0}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         uint64_t v = 1;
         cr_assert_eq(cfg_parse_duration_ms(ok[i].text, &v), 0, "%s", ok[i].text);
@@ -219,7 +219,7 @@ Test(config, durations_accept_milliseconds_and_every_suffix) {
 
 Test(config, durations_reject_other_suffixes_fractions_and_overflow) {
     const char *bad[] = {"", "s", "5 sec", "5S", "1.5s", "-5s", "5d", "5min",
-                         "18446744073709551615h"};
+                         "18446744073709551615h", "250", "0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint64_t v;
         cr_assert_eq(cfg_parse_duration_ms(bad[i], &v), -1, "\"%s\" accepted", bad[i]);
@@ -228,7 +228,7 @@ Test(config, durations_reject_other_suffixes_fractions_and_overflow) {
 
 Test(config, tuning_keys_take_sizes_and_durations_with_suffixes) {
     cfg c = parse_ok(MINIMAL "segment_size: 1 MiB\nmax_buffer: 8G\nsocket_buffer: 512K\n"
-                             "collective_timeout: 2m\nconnect_timeout: 1500\n"
+                             "collective_timeout: 2m\nconnect_timeout: 1500ms\n"
                              "backoff_initial: 1s\nbackoff_max: 1h\nlog_level: debug\n");
     cr_assert_eq(c.segment_bytes, 1 << 20);
     cr_assert_eq(c.max_buffer_bytes, 8ull << 30);
@@ -277,8 +277,30 @@ Test(config, rejects_a_size_that_is_not_a_size) {
 
 Test(config, rejects_a_malformed_duration) {
     expect_file_rejected("bad_duration.yaml",
-                         "2:21: collective_timeout: expected a duration (milliseconds, or a number "
-                         "with ms, s, m or h), got \"5 sec\"");
+                         "2:21: collective_timeout: expected a duration (a number with ms, s, m or "
+                         "h), got \"5 sec\"");
+}
+
+/* "collective_timeout: 30" used to mean 30 ms: a trap for whoever meant seconds. */
+Test(config, rejects_a_duration_without_a_unit_and_says_to_add_one) {
+    expect_rejected(MINIMAL "collective_timeout: 30\n",
+                    "5:21: collective_timeout: \"30\" has no unit: add a unit, e.g. 30s "
+                    "(or ms, m, h)");
+}
+
+Test(config, every_duration_key_needs_a_unit) {
+    static const char *const keys[] = {"collective_timeout", "connect_timeout", "backoff_initial",
+                                       "backoff_max",        "heartbeat_interval",
+                                       "heartbeat_timeout"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        char yaml[256];
+        cfg c;
+        snprintf(yaml, sizeof yaml, MINIMAL "%s: 500\n", keys[i]);
+        cr_assert_eq(cfg_parse("t.yaml", yaml, strlen(yaml), &c, err, sizeof err), -1,
+                     "%s: 500 accepted", keys[i]);
+        cr_assert(strstr(err, "\"500\" has no unit: add a unit, e.g. 500s"), "%s: %s", keys[i],
+                  err);
+    }
 }
 
 Test(config, rejects_a_duration_out_of_range) {
@@ -314,6 +336,46 @@ Test(config, metrics_is_off_unless_given_an_ip_and_port_to_listen_on) {
     c = parse_ok(MINIMAL "metrics: \"[::1]:9711\"\n");
     cr_assert_str_eq(c.metrics, "[::1]:9711");
     cfg_free(&c);
+}
+
+Test(config, hosts_inherit_the_top_level_metrics) {
+    cfg c = parse_ok("cluster: demo\nmetrics: 0.0.0.0:9711\nhosts:\n"
+                     "  - {name: a, address: 10.0.0.1:7701}\n"
+                     "  - {name: b, address: 10.0.0.2:7701}\n");
+    cr_assert_str_eq(c.hosts[0].metrics, "0.0.0.0:9711");
+    cr_assert_str_eq(c.hosts[1].metrics, "0.0.0.0:9711");
+    cfg_free(&c);
+    c = parse_ok(MINIMAL);
+    cr_assert_null(c.hosts[0].metrics);
+    cfg_free(&c);
+}
+
+/* Two daemons on one machine cannot both listen on the top-level port. */
+Test(config, a_host_metrics_key_overrides_the_top_level_one) {
+    cfg c = parse_ok("cluster: demo\nmetrics: 127.0.0.1:9711\nhosts:\n"
+                     "  - {name: a, address: 127.0.0.1:7701}\n"
+                     "  - {name: b, address: 127.0.0.1:7702, metrics: 127.0.0.1:9712}\n");
+    cr_assert_str_eq(c.metrics, "127.0.0.1:9711");
+    cr_assert_str_eq(c.hosts[0].metrics, "127.0.0.1:9711");
+    cr_assert_str_eq(c.hosts[1].metrics, "127.0.0.1:9712");
+    cfg_free(&c);
+    c = parse_ok("cluster: demo\nhosts:\n"
+                 "  - {name: a, address: 127.0.0.1:7701, metrics: \"[::1]:9711\"}\n"
+                 "  - {name: b, address: 127.0.0.1:7702}\n");
+    cr_assert_null(c.metrics);
+    cr_assert_str_eq(c.hosts[0].metrics, "[::1]:9711");
+    cr_assert_null(c.hosts[1].metrics);
+    cfg_free(&c);
+}
+
+Test(config, rejects_a_host_metrics_key_that_is_not_ip_and_port) {
+    expect_rejected("cluster: demo\nhosts:\n"
+                    "  - name: a\n    address: 10.0.0.1:7701\n    metrics: node1:9711\n",
+                    "5:14: hosts[0].metrics: expected IP:PORT to listen on (127.0.0.1:9711), got "
+                    "\"node1:9711\"");
+    expect_rejected("cluster: demo\nhosts:\n"
+                    "  - name: a\n    address: 10.0.0.1:7701\n    metrics: 9711\n",
+                    "5:14: hosts[0].metrics: expected HOST:PORT, got \"9711\"");
 }
 
 Test(config, rejects_metrics_on_a_host_name_or_without_a_port) {
@@ -535,7 +597,7 @@ Test(config, rejects_an_unknown_host_key_and_suggests_the_close_one) {
 Test(config, rejects_an_unknown_key_listing_the_known_ones) {
     expect_rejected("cluster: demo\nhosts: [{name: a, address: \"h:1\", weight: 3}]\n",
                     "2:35: hosts[0].weight: unknown key, expected one of name, address, socket, "
-                    "local_clients");
+                    "local_clients, metrics");
 }
 
 Test(config, rejects_a_duplicate_key) {

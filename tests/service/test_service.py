@@ -10,12 +10,16 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from waiting import wait_for  # noqa: E402
 
 BUILD = os.environ.get("RINGD_BINARY_DIR", "build")
 SOURCE = os.environ.get("RINGD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -34,16 +38,6 @@ def free_ports(n):
     for s in socks:
         s.close()
     return ports
-
-
-def wait_for(what, cond, timeout=DEADLINE):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 class Ring:
@@ -175,7 +169,8 @@ def test_the_unit_passes_systemd_analyze_verify(tmp):
     for key in ["Type=notify", "Restart=on-failure", "RuntimeDirectory=ringd", "NoNewPrivileges=yes",
                 "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
                 "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "CapabilityBoundingSet=\n",
-                "MemoryDenyWriteExecute=yes", "ExecReload=/bin/kill -HUP $MAINPID", "WatchdogSec="]:
+                "MemoryDenyWriteExecute=yes", "ExecReload=/bin/sh -c 'kill -HUP ${MAINPID}'",
+                "WatchdogSec="]:
         assert key in unit, key
 
 
@@ -357,6 +352,34 @@ def test_a_scrape_is_prometheus_text_and_its_counters_move_after_a_collective(ri
     assert e.value.code == 404
 
 
+def test_two_daemons_of_one_file_on_one_machine_each_serve_their_own_metrics(tmp):
+    ports = free_ports(4)
+    conf = os.path.join(tmp, "one.yaml")
+    with open(conf, "w") as f:
+        f.write("cluster: svc\nmetrics: 127.0.0.1:%d\nhosts:\n" % ports[2])
+        for i in range(2):
+            f.write("  - name: h%d\n    address: 127.0.0.1:%d\n    socket: %s\n" % (
+                i, ports[i], os.path.join(tmp, "h%d.sock" % i)))
+        f.write("    metrics: 127.0.0.1:%d\n" % ports[3])  # h1's own
+    procs = [subprocess.Popen([RINGD, "--config", conf, "--host", "h%d" % i],
+                              stderr=open(os.path.join(tmp, "h%d.log" % i), "w")) for i in range(2)]
+    try:
+        for i, port in [(0, ports[2]), (1, ports[3])]:
+            def info():
+                try:
+                    return [k for k in scrape(port) if k.startswith("ringd_info")]
+                except OSError:
+                    return None
+            found = wait_for("h%d's metrics on port %d" % (i, port), info)
+            assert 'host="h%d"' % i in found[0], found
+        assert all(p.poll() is None for p in procs)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=10)
+
+
 def test_status_json_parses_and_shows_the_collectives_and_stragglers(ring_factory):
     ring = ring_factory(2)
     for i in range(2):
@@ -392,9 +415,108 @@ def test_an_install_into_destdir_holds_every_file(tmp):
              "lib/systemd/system/ringd.service", "lib/sysusers.d/ringd.conf",
              "lib/tmpfiles.d/ringd.conf", "share/ringd/ringd.example.yaml",
              "share/ringd/ringd.service", "share/ringd/ringd.sysusers", "share/ringd/ringd.tmpfiles",
-             "share/man/man8/ringd.8", "share/man/man1/ringctl.1"]
+             "share/man/man8/ringd.8.gz", "share/man/man1/ringctl.1.gz"]
     missing = [f for f in files if not os.path.exists(os.path.join(root, f))]
     assert not missing, "missing after install: %s" % missing
     unit = open(os.path.join(root, "lib/systemd/system/ringd.service")).read()
     assert "ExecStart=%s/bin/ringd --config /etc/ringd/ringd.yaml" % prefix in unit
     assert "u ringd" in open(os.path.join(root, "lib/sysusers.d/ringd.conf")).read()
+
+
+def test_cmake_install_puts_the_python_package_where_debians_python3_finds_it(tmp):
+    cache = open(os.path.join(BUILD, "CMakeCache.txt")).read()
+    prefix = re.search(r"^CMAKE_INSTALL_PREFIX:PATH=(.*)$", cache, re.M).group(1)
+    pydir = re.search(r"^RINGD_PYTHON_DIR:STRING=(.*)$", cache, re.M).group(1)
+    sys_path = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    if prefix in ("/usr", "/usr/local"):
+        assert os.path.join(prefix, pydir) in sys_path, (prefix, pydir, sys_path)
+    dest = os.path.join(tmp, "root")
+    r = subprocess.run(["cmake", "--install", BUILD, "--component", "python"],
+                       env=dict(os.environ, DESTDIR=dest), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    pkg = dest + os.path.join(prefix, pydir, "ringd")
+    assert {"__init__.py", "_paths.py"} <= set(os.listdir(pkg))
+    # _paths.py names the installed library relative to the package itself.
+    paths = open(os.path.join(pkg, "_paths.py")).read()
+    assert "os.path.join(_here, '../../" in paths and "libringd.so.0" in paths
+
+
+# ---- reload, key by key, as the documents say ----
+
+# A value to change each key to, from the defaults; tests/reference.py reads
+# which class the documents put each key in.
+NEW_VALUES = {
+    "segment_size": "128KiB", "max_buffer": "2GiB", "collective_timeout": "30s",
+    "connect_timeout": "4s", "backoff_initial": "200ms", "backoff_max": "4s",
+    "socket_buffer": "2MiB", "fusion_threshold": "2MiB", "fusion_max": "16",
+    "log_level": "debug", "heartbeat_interval": "500ms", "heartbeat_timeout": "4s",
+    "checksum": "none", "metrics": None,  # a free port, below
+    "cluster": "svc2", "hosts": None, "socket": None, "local_clients": "2", "streams": "2",
+    "secret_file": None,
+    "socket_mode": '"0600"', "socket_group": "0", "allowed_uids": "[0]", "allowed_gids": "[0]",
+    "algorithm": "star", "star_root": "h0",
+}
+
+
+def test_reload_applies_each_key_as_the_readme_ringd8_and_the_example_say(tmp):
+    import reference
+    classes = reference.reload_classes("deploy/ringd.example.yaml")
+    missing = {k for keys in classes.values() for k in keys} - set(NEW_VALUES)
+    assert not missing, "add a value to try in NEW_VALUES for %s" % missing
+    port, port2, mport = free_ports(3)
+    key = os.path.join(tmp, "cluster.key")
+    with open(key, "w") as f:
+        f.write("a-test-key-that-is-long-enough-0123456789\n")
+    os.chmod(key, 0o600)
+    values = {"hosts": None, "socket": os.path.join(tmp, "a.sock"), "cluster": "svc"}
+    new = dict(NEW_VALUES, metrics="127.0.0.1:%d" % mport, socket=os.path.join(tmp, "b.sock"),
+               secret_file=key, hosts=port2)
+    conf, log = os.path.join(tmp, "r.yaml"), os.path.join(tmp, "r.log")
+
+    def write():
+        with open(conf, "w") as f:
+            f.write("hosts:\n  - name: h0\n    address: 127.0.0.1:%d\n" % (values["hosts"] or port))
+            for k, v in values.items():
+                if k != "hosts":
+                    f.write("%s: %s\n" % (k, v))
+
+    def logtext():
+        with open(log) as f:
+            return f.read()
+
+    def status_ok():
+        r = subprocess.run([RINGCTL, "--socket", values["socket"], "status", "--json"],
+                           capture_output=True, text=True, timeout=30)
+        return r.returncode == 0
+
+    write()
+    p = subprocess.Popen([RINGD, "--config", conf, "--host", "h0"], stderr=open(log, "w"))
+    try:
+        wait_for("the socket", status_ok)
+        for cls in reference.CLASSES:
+            for k in sorted(classes[cls]):
+                before = len(logtext())
+                values[k] = new[k]
+                write()
+                p.send_signal(signal.SIGHUP)
+                if cls == "re-form":
+                    wait_for("%s: re-forming" % k, lambda: "re-forming the ring" in logtext()[before:])
+                    wait_for("%s: the socket again" % k, status_ok)
+                    continue
+                wait_for("%s: reload done" % k, lambda: "reload: done" in logtext()[before:])
+                said = logtext()[before:]
+                assert "re-forming" not in said, "%s re-formed the ring:\n%s" % (k, said)
+                if cls == "at once":
+                    assert "reload: " + k in said, "%s changed, not applied:\n%s" % (k, said)
+                else:
+                    assert k not in said, "%s: said to wait for a restart, but:\n%s" % (k, said)
+        assert p.poll() is None, logtext()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
