@@ -195,6 +195,8 @@ static const char *link_state_name(int state)
         return "up";
     case MSG_LINK_SELF:
         return "self";
+    case MSG_LINK_REFUSED:
+        return "refused";
     default:
         return "unknown";
     }
@@ -236,19 +238,48 @@ static void put_duration(uint64_t ms)
         printf("%" PRIu64 "s", s);
 }
 
+/* "up for 3m 2s", "refused for 12s: refused by h2: ..." */
+static void put_link(const char *side, const char *name, int state, uint64_t age_ms,
+                     const char *reason)
+{
+    printf("%s", side);
+    put_text(name[0] ? name : "-");
+    printf(": %s", link_state_name(state));
+    if (state != MSG_LINK_SELF) {
+        printf(" for ");
+        put_duration(age_ms);
+    }
+    if (state != MSG_LINK_UP && state != MSG_LINK_SELF && reason[0]) {
+        printf(": ");
+        put_text(reason);
+    } else if (state == MSG_LINK_DOWN && side[0] == 'l') {
+        printf(": it has not connected");
+    }
+    putchar('\n');
+}
+
 static void print_status(const msg_status *st)
 {
     printf("cluster ");
     put_text(st->cluster);
     printf(", host ");
     put_text(st->host);
-    printf(" (%" PRIu32 " of %" PRIu32 "), epoch %" PRIu32 "\n", st->host_index + 1, st->n_hosts,
-           st->epoch);
-    printf("left  ");
-    put_text(st->left[0] ? st->left : "-");
-    printf(": %s\nright ", link_state_name(st->left_state));
-    put_text(st->right[0] ? st->right : "-");
-    printf(": %s\n", link_state_name(st->right_state));
+    printf(" (%" PRIu32 " of %" PRIu32 "), epoch %" PRIu32 ", next collective #%" PRIu64 "\n",
+           st->host_index + 1, st->n_hosts, st->epoch, st->next_seq);
+    put_link("left  ", st->left, st->left_state, st->left_age_ms, st->left_reason);
+    put_link("right ", st->right, st->right_state, st->right_age_ms, st->right_reason);
+    if (st->waiting[0]) {
+        printf("ring not ready: ");
+        put_text(st->waiting);
+        putchar('\n');
+    }
+    if (st->n_done) {
+        /* Hosts in step have completed the same count, or nearly. */
+        printf("completed in this epoch, by host:");
+        for (unsigned i = 0; i < st->n_done; i++)
+            printf(" %" PRIu64, st->done[i]);
+        putchar('\n');
+    }
     printf("clients %" PRIu32 "/%" PRIu32 ", collectives %" PRIu64 " done, %" PRIu64 " failed\n",
            st->clients, st->local_size, st->collectives_done, st->collectives_failed);
     printf("bytes in ");
@@ -289,7 +320,13 @@ static void print_status(const msg_status *st)
         }
         putchar('\n');
     }
-    printf("last error: ");
+    printf("last error");
+    if (st->last_error[0] && st->last_error_age_ms != MSG_NO_AGE) {
+        printf(" (");
+        put_duration(st->last_error_age_ms);
+        printf(" ago)");
+    }
+    printf(": ");
     put_text(st->last_error[0] ? st->last_error : "-");
     putchar('\n');
 }
@@ -377,6 +414,21 @@ static void print_status_json(const msg_status *st)
             printf("null");
         printf(",\"spread_us\":%" PRIu64 "}", e->spread_us);
     }
+    printf("],\"left_reason\":");
+    put_json_string(st->left_reason);
+    printf(",\"right_reason\":");
+    put_json_string(st->right_reason);
+    printf(",\"left_age_ms\":%" PRIu64 ",\"right_age_ms\":%" PRIu64 ",\"last_error_age_ms\":",
+           st->left_age_ms, st->right_age_ms);
+    if (st->last_error_age_ms == MSG_NO_AGE)
+        printf("null");
+    else
+        printf("%" PRIu64, st->last_error_age_ms);
+    printf(",\"next_seq\":%" PRIu64 ",\"waiting\":", st->next_seq);
+    put_json_string(st->waiting);
+    printf(",\"done\":[");
+    for (unsigned i = 0; i < st->n_done; i++)
+        printf("%s%" PRIu64, i ? "," : "", st->done[i]);
     printf("]}\n");
 }
 
@@ -759,11 +811,10 @@ static int cmd_collective(const command *cmd, const char *path, int argc, char *
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {0}};
+    static const struct option opts[] = {{"socket", required_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {0}};
     const char *path = NULL;
     int ch;
     /* "+": stop at the command; its options are parsed by the command. */

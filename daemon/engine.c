@@ -26,6 +26,8 @@ void engine_describe(char *out, size_t len, int kind, uint64_t count, int dtype,
     else if (kind == RINGD_COLL_BROADCAST)
         snprintf(out, len, "broadcast of %" PRIu64 " x %s from rank %d", count, dn ? dn : "?",
                  root);
+    else if (kind == RINGD_COLL_ALLGATHER) /* no op: nothing is reduced */
+        snprintf(out, len, "allgather of %" PRIu64 " x %s", count, dn ? dn : "?");
     else
         snprintf(out, len, "%s of %" PRIu64 " x %s %s", engine_kind_name(kind), count,
                  dn ? dn : "?", on ? on : "?");

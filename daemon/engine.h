@@ -23,6 +23,7 @@ typedef struct {
     int host;          /* the host at the other end */
     char error[640];   /* why it is not up, "" */
     uint64_t since_ms; /* uv_now() of its last change of state */
+    int refused;       /* down: its last attempt was refused (error says why) */
 } engine_link;
 
 typedef struct {
@@ -31,9 +32,29 @@ typedef struct {
     uint32_t epoch;
     int ready; /* collectives may run now */
     engine_link left, right;
+    uint64_t next_seq;                   /* the number of the next collective in the epoch */
+    char waiting[FRAME_MAX_WAITING + 1]; /* not ready: what the ring waits for, "" */
+    int n_done;                          /* hosts in done */
+    uint64_t done[64]; /* collectives each host completed in the epoch, as known here */
 } engine_stats;
 
 typedef struct engine engine;
+
+/* What an engine tells its owner (the local sessions) besides each job's
+ * outcome. */
+typedef struct {
+    /* Every collective submitted so far fails (a new epoch began after a
+     * failure): the owner fails what it holds for the engine too, and
+     * hands over nothing more until settled() says where the next epoch
+     * starts (gather.h). */
+    void (*reset)(void *data);
+    /* How they failed, in one verdict for every host: the owner answers
+     * what it held by it (job_verdict_apply()). */
+    void (*settled)(void *data, const job_verdict *v);
+    /* Which local ranks have not submitted the host's next collective
+     * ("rank 3", "ranks 2, 3 (no process connected)"), for messages. */
+    void (*missing)(void *data, char *out, size_t len);
+} engine_watcher;
 
 typedef struct {
     /* Starts listening and connecting. Returns 0 or a negative code with a
@@ -48,6 +69,21 @@ typedef struct {
      * once everything is closed and e has been freed. */
     void (*close)(engine *e, int status, const char *message, void (*done)(void *), void *data);
     void (*stats)(const engine *e, engine_stats *out);
+    /* Who to tell about resets (w and data must outlive e). */
+    void (*watch)(engine *e, const engine_watcher *w, void *data);
+    /* This host's ranks are all there (complete) or not; gone: one left,
+     * and why names it: every host's collectives fail at once. */
+    void (*members)(engine *e, int complete, int gone, const char *why);
+    /* Whether a session born at generation `born` (engine_generation() when
+     * it began) must fail its collectives at once: a rank it knew of left
+     * and the ring waits for it; why says which. */
+    int (*left)(const engine *e, uint64_t born, char *why, size_t len);
+    uint64_t (*generation)(const engine *e);
+    /* Some local rank has submitted `top` collectives of the current epoch
+     * (counted from its first). */
+    void (*submitted)(engine *e, uint64_t top);
+    /* Why collectives cannot start now, for messages ("" if they can). */
+    void (*why_waiting)(const engine *e, char *out, size_t len);
 } engine_ops;
 
 struct engine {
@@ -85,6 +121,36 @@ static inline void engine_close(engine *e, int status, const char *message, void
 static inline void engine_get_stats(const engine *e, engine_stats *out)
 {
     e->ops->stats(e, out);
+}
+
+static inline void engine_watch(engine *e, const engine_watcher *w, void *data)
+{
+    e->ops->watch(e, w, data);
+}
+
+static inline void engine_members(engine *e, int complete, int gone, const char *why)
+{
+    e->ops->members(e, complete, gone, why);
+}
+
+static inline int engine_left(const engine *e, uint64_t born, char *why, size_t len)
+{
+    return e->ops->left(e, born, why, len);
+}
+
+static inline uint64_t engine_generation(const engine *e)
+{
+    return e->ops->generation(e);
+}
+
+static inline void engine_submitted(engine *e, uint64_t top)
+{
+    e->ops->submitted(e, top);
+}
+
+static inline void engine_why_waiting(const engine *e, char *out, size_t len)
+{
+    e->ops->why_waiting(e, out, len);
 }
 
 /* How messages name a collective: "allreduce", "?" for an unknown kind;

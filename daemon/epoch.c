@@ -3,12 +3,17 @@
  */
 #include "epoch.h"
 
+#include <stdio.h>
+#include <string.h>
+
 void epochs_init(epochs *e, int n, int me)
 {
+    memset(e, 0, sizeof *e);
     e->n = n;
     e->me = me;
     e->epoch = 1;
     e->phase = RING_BROKEN;
+    e->failure.seq = FRAME_NO_SEQ;
 }
 
 uint32_t epochs_next(const epochs *e)
@@ -17,44 +22,193 @@ uint32_t epochs_next(const epochs *e)
     return x > e->epoch ? x : x + n;
 }
 
-uint32_t epochs_start(epochs *e, ring_phase phase)
+static void adopt(epochs *e, uint32_t x, ring_phase phase)
 {
-    e->epoch = epochs_next(e);
+    e->epoch = x;
     e->phase = phase;
-    return e->epoch;
+    if (!e->birth) e->birth = x;
 }
 
-epoch_action epochs_receive(epochs *e, const frame_epoch *f)
+int epochs_failure_first(const epoch_failure *a, const epoch_failure *b)
+{
+    if (!a->code) return 0;
+    if (!b->code) return 1;
+    if (a->seq != b->seq) return a->seq < b->seq;
+    if (a->cls != b->cls) return a->cls < b->cls;
+    return a->origin < b->origin;
+}
+
+void epochs_note_failure(epochs *e, const epoch_failure *f)
+{
+    epoch_failure g = *f;
+    /* Numbers count in the epoch the ring was last ready in; one that is
+     * not ready numbers afresh, so a failure found now names no collective
+     * of it, and comes after any that does. */
+    if (e->phase != RING_READY) g.seq = FRAME_NO_SEQ;
+    if (epochs_failure_first(&g, &e->failure)) e->failure = g;
+}
+
+int epochs_done_of(const epochs *e, uint32_t x, uint64_t *done)
+{
+    for (int i = 0; i < e->n_ready; i++) {
+        if (e->ready[i].epoch == x) {
+            *done = e->ready[i].done;
+            return 1;
+        }
+    }
+    if (!e->birth || x < e->birth) return -1;
+    /* Took part, and never ready in it, or ready so long ago it is gone. */
+    if (e->n_ready == EPOCH_HISTORY && x < e->ready[0].epoch) return 0;
+    *done = 0;
+    return 1;
+}
+
+/* The number of collectives of ready epoch x this host's ranks submitted,
+ * or 0 if it does not remember. */
+static uint64_t top_of(const epochs *e, uint32_t x)
+{
+    for (int i = 0; i < e->n_ready; i++)
+        if (e->ready[i].epoch == x) return e->ready[i].top;
+    return 0;
+}
+
+/* Adds what this host knows to a RESET or FORM going round. */
+static void fold(const epochs *e, frame_epoch *f)
+{
+    uint64_t done;
+    switch (f->prev_epoch ? epochs_done_of(e, f->prev_epoch, &done) : -1) {
+    case 1:
+        if (done < f->done) f->done = done;
+        if (top_of(e, f->prev_epoch) > f->top) f->top = top_of(e, f->prev_epoch);
+        break;
+    case 0:
+        f->flags |= EPOCH_FLAG_DONE_UNKNOWN;
+        break;
+    default:
+        break; /* not this host's epoch: it has nothing of it */
+    }
+    epoch_failure theirs = {
+        .code = f->code, .seq = f->fail_seq, .cls = f->fail_class, .origin = f->fail_origin};
+    if (epochs_failure_first(&e->failure, &theirs)) {
+        f->code = e->failure.code;
+        f->fail_seq = e->failure.seq;
+        f->fail_class = e->failure.cls;
+        f->fail_origin = e->failure.origin;
+        memcpy(f->reason, e->failure.reason, sizeof f->reason);
+    }
+    if (e->incomplete) {
+        size_t n = strlen(f->waiting);
+        f->flags |= EPOCH_FLAG_INCOMPLETE;
+        snprintf(f->waiting + n, sizeof f->waiting - n, "%s%s", n ? "; " : "", e->missing);
+    }
+}
+
+/* Takes the failure a lap carries as this host's own knowledge, so that
+ * the laps it starts later carry it too. */
+static void learn(epochs *e, const frame_epoch *f)
+{
+    if (!f->code || !e->n_ready || f->prev_epoch != e->ready[e->n_ready - 1].epoch) return;
+    epoch_failure theirs = {
+        .code = f->code, .seq = f->fail_seq, .cls = f->fail_class, .origin = f->fail_origin};
+    memcpy(theirs.reason, f->reason, sizeof theirs.reason);
+    if (epochs_failure_first(&theirs, &e->failure)) e->failure = theirs;
+}
+
+uint32_t epochs_start(epochs *e, epoch_phase phase, frame_epoch *lap)
+{
+    uint32_t x = epochs_next(e);
+    adopt(e, x, phase == EPOCH_BREAK ? RING_BROKEN : RING_FORMING);
+    if (!lap) return x;
+    memset(lap, 0, sizeof *lap);
+    lap->epoch = x;
+    lap->origin = (uint32_t)e->me;
+    lap->phase = (uint8_t)phase;
+    lap->fail_seq = FRAME_NO_SEQ;
+    lap->prev_epoch = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    lap->done = UINT64_MAX;
+    fold(e, lap);
+    return x;
+}
+
+epoch_action epochs_receive(epochs *e, frame_epoch *f)
 {
     int mine = f->origin == (uint32_t)e->me;
     if (f->epoch > e->epoch && !mine) {
-        if (f->phase == EPOCH_BREAK) {
-            e->epoch = f->epoch;
-            e->phase = RING_BROKEN;
+        switch (f->phase) {
+        case EPOCH_BREAK:
+            adopt(e, f->epoch, RING_BROKEN);
             return EPOCH_BROKE;
-        }
-        if (f->phase == EPOCH_FORM) {
-            e->epoch = f->epoch;
-            e->phase = RING_FORMING;
+        case EPOCH_RESET:
+            adopt(e, f->epoch, RING_FORMING);
+            fold(e, f);
+            learn(e, f);
+            return EPOCH_RESETTING;
+        case EPOCH_FORM:
+            adopt(e, f->epoch, RING_FORMING);
+            fold(e, f);
+            learn(e, f);
             return EPOCH_REFORMING;
+        default:
+            return EPOCH_DROP; /* a CONFIRM of an epoch never proposed here */
         }
-        return EPOCH_DROP; /* a CONFIRM of an epoch never proposed here */
     }
     if (f->epoch != e->epoch) return EPOCH_DROP;
-    /* Our proposal came back: every link carried it. */
-    if (f->phase == EPOCH_FORM && mine) return EPOCH_CAME_ROUND;
-    if (f->phase == EPOCH_CONFIRM && !mine) return EPOCH_CONFIRMED;
+    /* Our lap came back: every link carried it. */
+    if ((f->phase == EPOCH_FORM || f->phase == EPOCH_RESET) && mine) return EPOCH_CAME_ROUND;
+    if (f->phase == EPOCH_CONFIRM && !mine && e->phase == RING_FORMING) return EPOCH_CONFIRMED;
     return EPOCH_DROP;
 }
 
-void epochs_confirm(epochs *e)
+frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f)
 {
+    frame_epoch c = *f;
+    (void)e;
+    c.phase = EPOCH_CONFIRM;
+    return c;
+}
+
+void epochs_settle(epochs *e, const frame_epoch *c)
+{
+    if (c->flags & EPOCH_FLAG_INCOMPLETE) {
+        e->phase = RING_WAITING;
+        snprintf(e->waiting, sizeof e->waiting, "%s", c->waiting);
+        return;
+    }
     e->phase = RING_READY;
+    e->waiting[0] = '\0';
+    e->failure = (epoch_failure){.seq = FRAME_NO_SEQ};
+    if (e->n_ready == EPOCH_HISTORY) {
+        memmove(e->ready, e->ready + 1, (EPOCH_HISTORY - 1) * sizeof e->ready[0]);
+        e->n_ready--;
+    }
+    e->ready[e->n_ready].epoch = e->epoch;
+    e->ready[e->n_ready].done = 0;
+    e->ready[e->n_ready].top = 0;
+    e->n_ready++;
+}
+
+void epochs_completed(epochs *e, uint64_t done)
+{
+    if (e->phase == RING_READY && e->n_ready && e->ready[e->n_ready - 1].epoch == e->epoch)
+        e->ready[e->n_ready - 1].done = done;
+}
+
+void epochs_submitted(epochs *e, uint64_t top)
+{
+    if (e->phase == RING_READY && e->n_ready && e->ready[e->n_ready - 1].epoch == e->epoch &&
+        top > e->ready[e->n_ready - 1].top)
+        e->ready[e->n_ready - 1].top = top;
 }
 
 void epochs_raise(epochs *e, uint32_t x)
 {
     if (x > e->epoch) e->epoch = x;
+}
+
+void epochs_set_members(epochs *e, int complete, const char *missing)
+{
+    e->incomplete = !complete;
+    snprintf(e->missing, sizeof e->missing, "%s", complete ? "" : missing);
 }
 
 int epochs_current(const epochs *e, uint32_t x)

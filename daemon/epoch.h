@@ -3,13 +3,29 @@
  *
  * The ring runs under an epoch that every host agrees on once the ring is
  * whole; collectives are numbered from 0 in each, and frames of another
- * epoch are stale. A host that sees a link break or form starts an EPOCH
- * frame with a new epoch of its own (epoch % n == its position, larger than
- * any it has seen, so no two hosts pick the same one); hosts adopt larger
- * epochs and pass them on. A BREAK fails everything submitted; a FORM that
- * comes back to its origin has crossed every link, and the CONFIRM that
- * follows makes each host ready. PROTOCOL.md, "Ring epochs", has the whole
- * story; this module decides, links.c sends.
+ * epoch are stale. A host that sees a link break or form, a collective
+ * fail, or one of its ranks leave or come back, starts an EPOCH frame with
+ * a new epoch of its own (epoch % n == its position, larger than any it has
+ * seen, so no two hosts pick the same one); hosts adopt larger epochs and
+ * pass them on.
+ *
+ *   BREAK    a link broke: every host up to the next break fails what it
+ *            has submitted. It travels one way and comes back to nobody.
+ *   RESET    a collective failed, or a rank left: every host fails what is
+ *            not confirmed yet. It goes round the ring and comes back.
+ *   FORM     a right link came up, or a host has all its ranks again; it
+ *            goes round the ring and comes back.
+ *   CONFIRM  sent by the host whose RESET or FORM came back: the ring is
+ *            ready again, or, INCOMPLETE, waits for the ranks it names.
+ *
+ * A RESET or FORM gathers, as it goes round, what settles the epoch the
+ * ring was last ready in: the first failure any host knows of, how many
+ * collectives of that epoch every host completed (the minimum), and how
+ * many any rank submitted in it (the maximum, top). The CONFIRM hands them
+ * to every host: collectives below done succeeded on every host, those from
+ * done to top failed, with that failure, and every rank's collectives from
+ * top on are the next epoch's. PROTOCOL.md, "Ring epochs" and "Outcomes",
+ * has the whole story; this module decides, links.c sends.
  */
 #ifndef RINGD_EPOCH_H
 #define RINGD_EPOCH_H
@@ -20,24 +36,57 @@
 
 /* Where a host stands in its epoch. */
 typedef enum {
-    RING_BROKEN,  /* a link broke under this epoch: waiting for the links */
-    RING_FORMING, /* a FORM of this epoch is going round: waiting for CONFIRM */
+    RING_BROKEN,  /* a link broke, or a collective failed, under this epoch */
+    RING_FORMING, /* a FORM or RESET of this epoch is going round */
+    RING_WAITING, /* confirmed, but a host lacks a rank (epochs.waiting) */
     RING_READY,   /* confirmed: collectives run */
 } ring_phase;
+
+#define EPOCH_HISTORY 4 /* ready epochs a host remembers its counts of */
+
+/* A failure, as a host knows it and as laps carry it. */
+typedef struct {
+    int32_t code; /* RINGD_E*; 0: none */
+    uint64_t seq; /* its collective, FRAME_NO_SEQ if none */
+    uint8_t cls;  /* EPOCH_CAUSE or EPOCH_CONSEQUENCE */
+    uint32_t origin;
+    char reason[FRAME_MAX_TEXT + 1];
+} epoch_failure;
+
+/* What a failure is, to choose between two of the same collective: its
+ * cause (the ranks disagree, a rank was late, a payload was corrupted),
+ * then a rank that left (the reason names the rank, not a collective),
+ * before what followed from either (a host timed out waiting). */
+#define EPOCH_CAUSE 0
+#define EPOCH_LEFT 1
+#define EPOCH_CONSEQUENCE 2
 
 typedef struct {
     int n, me;
     uint32_t epoch; /* the largest seen */
     ring_phase phase;
+    uint32_t birth; /* the first epoch this host made or adopted: older ones are not its */
+    /* The last epochs this host was ready in, newest last: how many
+     * collectives it completed in each, and how many its ranks submitted. */
+    struct {
+        uint32_t epoch;
+        uint64_t done, top;
+    } ready[EPOCH_HISTORY];
+    int n_ready;
+    epoch_failure failure;               /* the first failure known of the last ready epoch */
+    int incomplete;                      /* a rank of this host left and none has come back */
+    char missing[FRAME_MAX_WAITING + 1]; /* then: which */
+    char waiting[FRAME_MAX_WAITING + 1]; /* RING_WAITING: what the ring waits for */
 } epochs;
 
 /* What to do with an EPOCH frame that arrived from the left. */
 typedef enum {
     EPOCH_DROP,       /* older than what this host knows, or a CONFIRM never proposed here */
     EPOCH_BROKE,      /* adopted a BREAK: fail everything submitted; pass the frame on */
-    EPOCH_REFORMING,  /* adopted a FORM: fail what runs; pass the frame on */
-    EPOCH_CAME_ROUND, /* this host's FORM came back: send CONFIRM, then it is ready */
-    EPOCH_CONFIRMED,  /* a CONFIRM of this epoch: pass it on, then it is ready */
+    EPOCH_RESETTING,  /* adopted a RESET: fail everything not confirmed; fold, pass it on */
+    EPOCH_REFORMING,  /* adopted a FORM: fail what runs; fold, pass it on */
+    EPOCH_CAME_ROUND, /* this host's RESET or FORM came back: send the CONFIRM */
+    EPOCH_CONFIRMED,  /* a CONFIRM of this epoch: pass it on, then settle */
 } epoch_action;
 
 /* Epoch 1, broken: a host starts with no links. */
@@ -47,23 +96,55 @@ void epochs_init(epochs *e, int n, int me);
  * with epoch % n == me. */
 uint32_t epochs_next(const epochs *e);
 
-/* This host starts a new epoch of its own in `phase` (RING_BROKEN: it lost
- * a link; RING_FORMING: its right link came up). Returns the epoch. */
-uint32_t epochs_start(epochs *e, ring_phase phase);
+/* This host starts a new epoch of its own: a BREAK (RING_BROKEN) or a FORM
+ * or RESET (RING_FORMING). Returns the epoch. For a FORM or RESET, *lap is
+ * the frame to send, folded with what this host knows. */
+uint32_t epochs_start(epochs *e, epoch_phase phase, frame_epoch *lap);
 
-/* Decides what an EPOCH frame does, and adopts its epoch when it says so.
- * A CAME_ROUND or CONFIRMED host is ready only once it has sent the
- * CONFIRM on: then call epochs_confirm(). */
-epoch_action epochs_receive(epochs *e, const frame_epoch *f);
-void epochs_confirm(epochs *e);
+/* Decides what an EPOCH frame does, and adopts its epoch when it says so;
+ * an adopted RESET or FORM is folded with what this host knows before it is
+ * passed on. A host that came round sends epochs_confirmation(); a host
+ * CONFIRMED passes it on; both then call epochs_settle(). */
+epoch_action epochs_receive(epochs *e, frame_epoch *f);
+
+/* The CONFIRM of the lap f that came back to this host. */
+frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f);
+
+/* Takes a sent CONFIRM: the host is ready, or waits (INCOMPLETE). */
+void epochs_settle(epochs *e, const frame_epoch *confirm);
 
 /* A handshake told of epoch x: a larger one is adopted without a phase
  * change (the FORM that follows a new link carries a larger one still). */
 void epochs_raise(epochs *e, uint32_t x);
 
+/* Collectives this host completed in the current (ready) epoch. */
+void epochs_completed(epochs *e, uint64_t done);
+
+/* Collectives some rank of this host has submitted in the current epoch,
+ * while it is ready (later ones are not of it). */
+void epochs_submitted(epochs *e, uint64_t top);
+
+/* What this host knows of the first failure in the epoch it was last
+ * ready in; the first by (seq, cls, origin) is kept. One found while the
+ * ring is not ready names no collective (its seq becomes FRAME_NO_SEQ). */
+void epochs_note_failure(epochs *e, const epoch_failure *f);
+
+/* This host's ranks: all there (complete), or one left (missing says
+ * which, e.g. "rank 2 (pid 4242) on host h2 exited"). */
+void epochs_set_members(epochs *e, int complete, const char *missing);
+
 /* Whether a DATA or ABORT frame of epoch x belongs to this epoch. */
 int epochs_current(const epochs *e, uint32_t x);
 
 int epochs_ready(const epochs *e);
+
+/* The count of epoch x's collectives this host completed: 1 and *done, or
+ * 0 if it cannot tell (older than what it remembers). An epoch this host
+ * took part in but was never ready in counts 0; one before its birth is
+ * not its to count (-1). */
+int epochs_done_of(const epochs *e, uint32_t x, uint64_t *done);
+
+/* Whether failure a comes before b: the one the ring reports. */
+int epochs_failure_first(const epoch_failure *a, const epoch_failure *b);
 
 #endif /* RINGD_EPOCH_H */

@@ -17,9 +17,14 @@
  * whose own rank never came (and that fails it at the deadline) can tell the
  * others why before they time out on their own. */
 #define RING_GRACE_MS 1000
+/* Indices of newcomers while the next epoch's start is unknown: k-th
+ * submission at JOIN_BASE + k, moved to the start once it is known. */
+#define JOIN_BASE (UINT64_C(1) << 62)
+#define MAX_JOINERS 64
 
 typedef struct {
-    void *s;     /* the session; NULL once the client is gone */
+    void *who;   /* the session that submitted it */
+    void *s;     /* the session to answer; NULL once answered or gone */
     uint64_t id; /* request id to answer */
     region *reg; /* holds a reference; NULL for no bytes */
     uint8_t *buf;
@@ -36,6 +41,10 @@ typedef struct coll {
     int work;             /* the local rank whose buffer the engine runs on */
     uint8_t barrier_byte; /* a barrier's buffer */
     char failure[MSG_MAX_TEXT];
+    int fail_status; /* coll_fail() waiting for the next epoch's start */
+    int deferred;    /* complete, waiting for the next epoch's start */
+    int limbo;       /* made while the next epoch's start was unknown */
+    int expired;     /* its ranks were answered at its deadline; it keeps its place */
     job job;
     struct coll *next;
     submission subs[]; /* one per local rank */
@@ -51,6 +60,23 @@ struct gather {
     coll *colls;     /* waiting or running, by index */
     int n_colls;
     uint64_t next_index; /* of the oldest collective not yet finished */
+    /* The numbering (gather.h): the current epoch's seq 0 is index base;
+     * top is how many of it any local rank submitted while the ring was
+     * ready in it. After a reset (limbo) the next epoch's start is not
+     * known until a verdict; colls that waited for local ranks then are set
+     * aside, answered by the verdict. */
+    uint32_t epoch; /* the ready epoch base counts in, 0 before the first */
+    uint64_t base, top;
+    int limbo;
+    coll *aside;
+    gather_pos *joiners[MAX_JOINERS]; /* newcomers in limbo, at JOIN_BASE + k */
+    log_ratelimit fail_rl;
+    int n_joiners;
+    /* The verdict that ended the last limbo, for submissions of its epoch
+     * that come later (they failed with it everywhere else). */
+    job_verdict last;
+    char last_reason[FRAME_MAX_TEXT + 64];
+    uint64_t last_base;
 };
 
 static void on_tick(uv_timer_t *t);
@@ -66,6 +92,28 @@ static void replyf(gather *g, void *s, uint64_t id, int status, const char *fmt,
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     g->reply(s, id, status, text);
+}
+
+int gather_settled_before(const gather *g, const gather_pos *pos)
+{
+    return pos->next < g->base && pos->next >= g->last_base;
+}
+
+int gather_submitted(const gather *g, int rank)
+{
+    const coll *c = g->colls;
+    while (c && c->running)
+        c = c->next;
+    return c && c->subs[rank].s != NULL;
+}
+
+const char *gather_label(const msg_collective *m, char *buf, size_t len)
+{
+    if (m->name[0])
+        snprintf(buf, len, "%s \"%s\"", engine_kind_name(m->kind), m->name);
+    else
+        snprintf(buf, len, "%s", engine_kind_name(m->kind));
+    return buf;
 }
 
 const char *gather_describe(const msg_collective *m, char *buf, size_t len)
@@ -95,7 +143,7 @@ static void coll_free(gather *g, coll *c)
     for (int i = 0; i < g->local_size; i++)
         if (c->subs[i].reg) region_unref(c->subs[i].reg);
     /* Collectives finish in order, so the oldest unfinished one moves on. */
-    if (c->index >= g->next_index) g->next_index = c->index + 1;
+    if (!c->limbo && c->index >= g->next_index) g->next_index = c->index + 1;
     free(c);
 }
 
@@ -163,12 +211,15 @@ static uint16_t name_tag(const char *name)
 static void coll_fail(gather *g, coll *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static void coll_fail(gather *g, coll *c, int status, const char *fmt, ...)
+/* Hands c, already failed with (status, c->failure), to the engine, or
+ * keeps it until the next epoch's start is known. */
+static void coll_hand_failed(gather *g, coll *c, int status)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->failure, sizeof c->failure, fmt, ap);
-    va_end(ap);
+    if (g->limbo) {
+        c->fail_status = status;
+        return;
+    }
+    c->fail_status = 0;
     c->running = 1;
     c->job = (job){.kind = RINGD_COLL_BARRIER,
                    .dtype = RINGD_UINT8,
@@ -180,6 +231,15 @@ static void coll_fail(gather *g, coll *c, int status, const char *fmt, ...)
                    .preset_status = status,
                    .preset_message = c->failure};
     engine_submit(g->engine, &c->job);
+}
+
+static void coll_fail(gather *g, coll *c, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->failure, sizeof c->failure, fmt, ap);
+    va_end(ap);
+    coll_hand_failed(g, c, status);
 }
 
 /* Combines the local ranks' buffers into local rank 0's, in local-rank
@@ -220,6 +280,11 @@ static double combine(gather *g, coll *c)
  * buffers, and run it on the ring. */
 static void coll_run(gather *g, coll *c)
 {
+    if (g->limbo) {
+        c->deferred = 1;
+        return;
+    }
+    c->deferred = 0;
     const msg_collective *m0 = &c->subs[0].m;
     int first = cfg_first_rank(g->cfg, (size_t)g->me);
     for (int i = 1; i < g->local_size; i++) {
@@ -227,11 +292,9 @@ static void coll_run(gather *g, coll *c)
         if (!same_collective(m0, mi)) {
             char a[128], b[128];
             coll_fail(g, c, RINGD_EMISMATCH,
-                      "%s #%" PRIu64 " differs between ranks on host %s: rank %d has %s, "
-                      "rank %d has %s",
-                      c->label, c->index, g->cfg->hosts[g->me].name, first,
-                      gather_describe(m0, a, sizeof a), first + i,
-                      gather_describe(mi, b, sizeof b));
+                      "%s differs between ranks on host %s: rank %d has %s, rank %d has %s",
+                      c->label, g->cfg->hosts[g->me].name, first, gather_describe(m0, a, sizeof a),
+                      first + i, gather_describe(mi, b, sizeof b));
             return;
         }
     }
@@ -272,12 +335,10 @@ static coll *open_coll(gather *g, void *s, uint64_t id, uint64_t index, const ms
     }
     c->owner = g;
     c->index = index;
+    c->limbo = g->limbo;
     uint32_t timeout = m->timeout_ms ? m->timeout_ms : g->cfg->collective_timeout_ms;
     c->deadline = uv_now(g->loop) + timeout;
-    if (m->name[0])
-        snprintf(c->label, sizeof c->label, "%s \"%s\"", engine_kind_name(m->kind), m->name);
-    else
-        snprintf(c->label, sizeof c->label, "%s", engine_kind_name(m->kind));
+    gather_label(m, c->label, sizeof c->label);
     /* Keep the list in index order: the engine must run them in order. */
     coll **p = &g->colls;
     while (*p && (*p)->index < index)
@@ -288,10 +349,22 @@ static coll *open_coll(gather *g, void *s, uint64_t id, uint64_t index, const ms
     return c;
 }
 
-void gather_submit(gather *g, void *s, int rank, uint64_t *next, uint64_t id, region *reg,
+void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, region *reg,
                    uint8_t *buf, const msg_collective *m)
 {
+    uint64_t *next = &pos->next;
     uint64_t index = *next;
+    if (gather_settled_before(g, pos)) {
+        /* Of the epoch the last verdict settled: it failed everywhere with
+         * it, this rank's part included. */
+        (*next)++;
+        char label[MSG_MAX_NAME + 32], text[MSG_MAX_TEXT];
+        gather_label(m, label, sizeof label);
+        int code = job_verdict_apply(&g->last, label, g->last.epoch, index - g->last_base, text,
+                                     sizeof text);
+        g->reply(s, id, code ? code : g->last.code, text);
+        return;
+    }
     if (index < g->next_index) {
         /* Its collective ended without it: it came too late. */
         (*next)++;
@@ -301,6 +374,13 @@ void gather_submit(gather *g, void *s, int rank, uint64_t *next, uint64_t id, re
         return;
     }
     coll *c = find(g, index);
+    if (c && (c->expired || (c->running && c->job.preset_status && !c->subs[rank].s))) {
+        /* It failed without this rank (it did not come in time): its other
+         * ranks were answered, or will be, the same way. */
+        (*next)++;
+        g->reply(s, id, c->expired ? c->fail_status : c->job.preset_status, c->failure);
+        return;
+    }
     if (c && (c->running || c->subs[rank].s)) {
         replyf(g, s, id, RINGD_EPROTO,
                "collective #%" PRIu64 " already has local rank %d's "
@@ -310,7 +390,13 @@ void gather_submit(gather *g, void *s, int rank, uint64_t *next, uint64_t id, re
     }
     if (!(c = open_coll(g, s, id, index, m))) return;
     (*next)++;
-    c->subs[rank] = (submission){.s = s, .id = id, .reg = reg, .buf = buf, .m = *m};
+    /* What the ring will count as submitted in this epoch (the cut of the
+     * next one is above it). */
+    if (!g->limbo && index >= g->base && index - g->base + 1 > g->top) {
+        g->top = index - g->base + 1;
+        engine_submitted(g->engine, g->top);
+    }
+    c->subs[rank] = (submission){.who = s, .s = s, .id = id, .reg = reg, .buf = buf, .m = *m};
     if (reg) region_ref(reg);
     char d[160];
     log_debug("local rank %d submitted %s #%" PRIu64 ": %s", rank, c->label, index,
@@ -331,7 +417,7 @@ static void on_tick(uv_timer_t *t)
      * so look again from the start each time. */
     for (;;) {
         coll *c = g->colls;
-        while (c && (c->running || c->deadline > now))
+        while (c && (c->running || c->expired || c->deadline > now))
             c = c->next;
         if (!c) break;
         char missing[256] = "";
@@ -340,47 +426,223 @@ static void on_tick(uv_timer_t *t)
             if (!c->subs[i].s)
                 len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d",
                                         len ? ", " : "", first + i);
-        coll_fail(g, c, RINGD_ETIMEDOUT,
-                  "%s #%" PRIu64 " timed out on host %s: rank(s) %s did not submit it in time "
-                  "(%d of its %d local ranks did)",
-                  c->label, c->index, g->cfg->hosts[g->me].name, missing, c->arrived,
-                  g->local_size);
+        if (c->arrived < g->local_size && !c->fail_status)
+            snprintf(c->failure, sizeof c->failure,
+                     "%s timed out on host %s: %s %s did not submit it in time "
+                     "(%d of its %d local ranks did); is a rank stuck, or behind the others?",
+                     c->label, g->cfg->hosts[g->me].name,
+                     g->local_size - c->arrived == 1 ? "rank" : "ranks", missing, c->arrived,
+                     g->local_size);
+        if (!g->limbo) {
+            coll_hand_failed(g, c, RINGD_ETIMEDOUT);
+            continue;
+        }
+        /* Waiting for the next epoch's start, which may never come: its
+         * ranks get their answer now, and it keeps its place. */
+        if (!c->fail_status && c->arrived == g->local_size) {
+            char why[512];
+            engine_why_waiting(g->engine, why, sizeof why);
+            snprintf(c->failure, sizeof c->failure,
+                     "%s timed out on host %s before it could start: %s", c->label,
+                     g->cfg->hosts[g->me].name, why);
+        }
+        log_limited(&g->fail_rl, now, JOBS_FAIL_LOG_MS, LOG_WARN, "%s", c->failure);
+        c->expired = 1;
+        if (!c->fail_status) c->fail_status = RINGD_ETIMEDOUT;
+        for (int i = 0; i < g->local_size; i++) {
+            if (c->subs[i].s) g->reply(c->subs[i].s, c->subs[i].id, c->fail_status, c->failure);
+            c->subs[i].s = NULL;
+        }
     }
     if (!g->colls) uv_timer_stop(&g->tick);
 }
 
-uint64_t gather_joining_index(const gather *g)
+void gather_join(gather *g, gather_pos *pos)
 {
-    uint64_t index = g->next_index;
+    if (g->limbo && g->n_joiners < MAX_JOINERS) {
+        /* Its first collective is the next epoch's first. */
+        pos->next = JOIN_BASE;
+        g->joiners[g->n_joiners++] = pos;
+        return;
+    }
+    uint64_t index = g->next_index > g->base ? g->next_index : g->base;
     for (const coll *c = g->colls; c; c = c->next) {
-        if (!c->running) return c->index;
+        if (!c->running) {
+            pos->next = c->index;
+            return;
+        }
         index = c->index + 1;
     }
-    return index;
+    pos->next = index;
 }
 
-void gather_withdraw(gather *g, void *s, int rank, uint32_t pid, const char *why)
+void gather_reset(gather *g)
 {
+    coll **tail = &g->aside;
+    while (*tail)
+        tail = &(*tail)->next;
+    for (coll **p = &g->colls; *p;) {
+        coll *c = *p;
+        /* Those made since an earlier reset belong to no epoch yet. */
+        if (c->running || c->limbo) {
+            p = &c->next;
+            continue;
+        }
+        /* Set aside: answered once the engine says how the reset ended. */
+        *p = c->next;
+        g->n_colls--;
+        c->next = NULL;
+        *tail = c;
+        tail = &c->next;
+    }
+    g->limbo = 1;
+}
+
+/* Answers every submission of c by verdict v, as collective seq of the
+ * epoch the verdict settles, and frees it (c is off every list). */
+static void answer_by(gather *g, coll *c, const job_verdict *v, uint32_t epoch, uint64_t seq)
+{
+    char text[MSG_MAX_TEXT];
+    int code = job_verdict_apply(v, c->label, epoch, seq, text, sizeof text);
+    if (code == 0) { /* cannot be: it never ran */
+        code = v->code;
+        snprintf(text, sizeof text, "%s failed: %s", c->label, v->reason);
+    }
+    for (int i = 0; i < g->local_size; i++) {
+        submission *sub = &c->subs[i];
+        if (sub->s) g->reply(sub->s, sub->id, code, text);
+        if (sub->reg) region_unref(sub->reg);
+    }
+    free(c);
+}
+
+/* The next epoch starts at index cut: newcomers move there, what is below
+ * it failed with the old epoch, the rest runs. */
+static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
+{
+    g->last = *v;
+    snprintf(g->last_reason, sizeof g->last_reason, "%s", v->reason);
+    g->last.reason = g->last_reason;
+    g->last_base = g->base;
+    g->base = cut;
+    g->top = 0;
+    g->epoch = v->next_epoch;
+    g->limbo = 0;
+    /* Newcomers' collectives move to the start; one that a local rank of
+     * the old epoch submitted too (same index) is one collective. */
+    coll *joined = NULL, **p = &g->colls;
+    while (*p) {
+        coll *c = *p;
+        c->limbo = 0;
+        if (c->index < JOIN_BASE) {
+            p = &c->next;
+            continue;
+        }
+        *p = c->next;
+        c->index = cut + (c->index - JOIN_BASE);
+        c->next = joined;
+        joined = c;
+    }
+    for (int i = 0; i < g->n_joiners; i++)
+        g->joiners[i]->next = cut + (g->joiners[i]->next - JOIN_BASE);
+    g->n_joiners = 0;
+    while (joined) {
+        coll *c = joined;
+        joined = c->next;
+        coll *same = find(g, c->index);
+        if (same && !same->running) {
+            for (int i = 0; i < g->local_size; i++) {
+                if (!c->subs[i].s && !c->subs[i].reg) continue;
+                if (same->subs[i].s || same->subs[i].reg) { /* cannot be: one pos per rank */
+                    if (c->subs[i].s)
+                        replyf(g, c->subs[i].s, c->subs[i].id, RINGD_EPROTO,
+                               "collective already has local rank %d's submission", i);
+                    if (c->subs[i].reg) region_unref(c->subs[i].reg);
+                    continue;
+                }
+                same->subs[i] = c->subs[i];
+                same->arrived++;
+            }
+            same->deferred = same->arrived == g->local_size;
+            g->n_colls--;
+            free(c);
+            continue;
+        }
+        coll **q = &g->colls;
+        while (*q && (*q)->index < c->index)
+            q = &(*q)->next;
+        c->next = *q;
+        *q = c;
+    }
+    /* In index order: the engine numbers them as they come. */
+    coll *next;
+    for (coll *c = g->colls; c; c = next) {
+        next = c->next;
+        if (c->running) continue;
+        if (c->index - g->base + 1 > g->top) g->top = c->index - g->base + 1;
+        if (c->fail_status) {
+            coll_hand_failed(g, c, c->fail_status);
+        } else if (c->deferred) {
+            coll_run(g, c);
+        }
+    }
+    if (g->top) engine_submitted(g->engine, g->top);
+}
+
+void gather_settled(gather *g, const job_verdict *v)
+{
+    /* The numbers from base are of g->epoch: only a verdict of it says
+     * where they end (one of another epoch, or none, cuts at base). */
+    uint64_t cut = g->base + (v->epoch && v->epoch == g->epoch ? v->top : 0);
+    while (g->aside) {
+        coll *c = g->aside;
+        g->aside = c->next;
+        answer_by(g, c, v, g->epoch, c->index - g->base);
+    }
+    if (!g->limbo) {
+        if (v->ready) g->epoch = v->next_epoch; /* the ring formed, nothing was reset */
+        return;
+    }
+    /* Those of the old epoch made since the reset failed with it too. */
+    for (coll **p = &g->colls; *p;) {
+        coll *c = *p;
+        if (c->running || c->index >= cut) {
+            p = &c->next;
+            continue;
+        }
+        *p = c->next;
+        g->n_colls--;
+        if (c->index >= g->next_index) g->next_index = c->index + 1;
+        if (c->expired) { /* its ranks have their answer */
+            for (int i = 0; i < g->local_size; i++)
+                c->subs[i].s = NULL;
+        }
+        answer_by(g, c, v, g->epoch, c->index - g->base);
+    }
+    if (v->ready) start_epoch(g, v, cut);
+}
+
+void gather_withdraw(gather *g, void *s, int rank, gather_pos *pos)
+{
+    for (int i = 0; i < g->n_joiners; i++)
+        if (g->joiners[i] == pos) g->joiners[i--] = g->joiners[--g->n_joiners];
+    for (coll *c = g->aside; c; c = c->next)
+        if (c->subs[rank].s == s) c->subs[rank].s = NULL;
     coll *next;
     for (coll *c = g->colls; c; c = next) {
         next = c->next;
         submission *sub = &c->subs[rank];
-        if (sub->s != s) continue;
+        if (sub->who != s) continue;
         if (c->running) {
-            /* Its result can reach nobody here, and a process that died
-             * mid-collective may not have finished writing its buffer:
-             * fail it everywhere rather than return a sum that may hold
-             * half a gradient. Its region stays mapped until the engine is
-             * done with it. */
+            /* Its result can reach nobody here; the engine fails it on
+             * every host when it hears that the rank left (a process that
+             * died mid-collective may not have finished writing its
+             * buffer). Its region stays mapped until the engine is done. */
             sub->s = NULL;
-            if (!c->failure[0])
-                snprintf(c->failure, sizeof c->failure,
-                         "rank %d (pid %u) on host %s exited during the collective (%s)",
-                         cfg_first_rank(g->cfg, (size_t)g->me) + rank, pid,
-                         g->cfg->hosts[g->me].name, why);
-            engine_cancel(g->engine, &c->job, RINGD_EABORTED, c->failure);
             continue;
         }
+        /* One that waits for the next epoch, or that kept its place after
+         * its deadline, goes with it: it never ran anywhere. */
         if (sub->reg) region_unref(sub->reg);
         memset(sub, 0, sizeof *sub);
         if (--c->arrived == 0) coll_free(g, c);
@@ -398,6 +660,8 @@ gather *gather_new(uv_loop_t *loop, const cfg *c, int me, engine *e, gather_repl
     g->reply = reply;
     g->ranks = cfg_total_ranks(c);
     g->local_size = c->hosts[me].local_clients;
+    /* Nothing runs until the engine says where the first epoch starts. */
+    g->limbo = 1;
     uv_timer_init(loop, &g->tick);
     g->tick.data = g;
     return g;
@@ -413,5 +677,11 @@ void gather_close(gather *g, int status, const char *message)
     /* The engine has closed first, so nothing runs any more. */
     while (g->colls)
         coll_finish(g, g->colls, status, message);
+    job_verdict v = {.code = status, .fail_seq = UINT64_MAX, .reason = message};
+    while (g->aside) {
+        coll *c = g->aside;
+        g->aside = c->next;
+        answer_by(g, c, &v, 0, 0);
+    }
     uv_close((uv_handle_t *)&g->tick, on_tick_closed);
 }

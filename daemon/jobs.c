@@ -35,12 +35,20 @@ void jobs_close(jobs *q, uv_close_cb cb)
 
 void jobs_update_tick(jobs *q)
 {
-    if (q->head) {
+    /* Held jobs have a deadline too (jobs_expire_held()). */
+    if (q->head || q->held || q->awaiting) {
         if (!uv_is_active((uv_handle_t *)&q->tick))
             uv_timer_start(&q->tick, on_tick, JOBS_TICK_MS, JOBS_TICK_MS);
     } else {
         uv_timer_stop(&q->tick);
     }
+}
+
+/* A collective failed: a line at warn, rate-limited (a client that dies
+ * with thousands queued fails them all at once), at debug otherwise. */
+static void warn_failure(jobs *q, const char *message)
+{
+    log_limited(&q->fail_rl, uv_now(q->tick.loop), JOBS_FAIL_LOG_MS, LOG_WARN, "%s", message);
 }
 
 /* ---- the counters ---- */
@@ -59,6 +67,7 @@ static void count(jobs *q, const job *j, int status, const job_timing *t)
     } else {
         s->failed++;
         snprintf(s->last_error, sizeof s->last_error, "%s", j->message);
+        s->last_error_ms = uv_now(q->tick.loop);
     }
     if (!t) return;
     uint64_t ns = uv_hrtime() - t->start_ns;
@@ -133,16 +142,21 @@ job *jobs_start(jobs *q)
     job *j = q->waiting;
     q->waiting = j->next;
     q->running++;
+    j->started = 1;
     j->seq = q->stats.seq++;
+    return j;
+}
+
+void jobs_apply_preset(jobs *q, job *j)
+{
     if (j->preset_status < 0) {
         jobs_fail(q, j, FAIL_RING, j->preset_status, "%s", j->preset_message);
-    } else {
-        /* Another host failed it before this host's ranks submitted it; the
-         * abort has gone on around the ring already. */
-        const job_abort *a = jobs_find_abort(q, j->seq);
-        if (a && record(j, a->code, a->reason)) log_warn("%s", j->message);
+        return;
     }
-    return j;
+    /* Another host failed it before this host's ranks submitted it; the
+     * abort has gone on around the ring already. */
+    const job_abort *a = jobs_find_abort(q, j->seq);
+    if (a && record(j, a->code, a->reason)) warn_failure(q, j->message);
 }
 
 void jobs_complete(jobs *q, const job_timing *t)
@@ -154,10 +168,30 @@ void jobs_complete(jobs *q, const job_timing *t)
     j->done(j, j->status, j->status ? j->message : NULL);
 }
 
-void jobs_end_waiting(jobs *q, int status, const char *message)
+/* Appends j to the held jobs. */
+static void hold(jobs *q, job *j, uint64_t hold_deadline)
+{
+    j->next = NULL;
+    j->hold_deadline = hold_deadline;
+    if (q->held_tail)
+        q->held_tail->next = j;
+    else
+        q->held = j;
+    q->held_tail = j;
+}
+
+void jobs_hold(jobs *q, const job_timing *t, uint64_t hold_deadline)
+{
+    job *j = pop(q);
+    q->running--;
+    if (t) j->t = *t;
+    hold(q, j, hold_deadline);
+}
+
+/* Takes the first waiting job off the queue, whose tail the waiting ones are. */
+static job *unlink_waiting(jobs *q)
 {
     job *j = q->waiting;
-    /* The waiting jobs are the tail of the queue: unlink the first. */
     if (q->head == j) {
         pop(q);
     } else {
@@ -168,6 +202,97 @@ void jobs_end_waiting(jobs *q, int status, const char *message)
         if (q->tail == j) q->tail = p;
         q->waiting = j->next;
     }
+    return j;
+}
+
+void jobs_hold_waiting(jobs *q, int status, const char *message, uint64_t hold_deadline,
+                       uint32_t epoch, uint64_t *next)
+{
+    while (q->waiting) {
+        job *j = unlink_waiting(q);
+        record(j, status, message);
+        j->epoch = epoch;
+        if (epoch && next) j->seq = (*next)++;
+        hold(q, j, hold_deadline);
+    }
+}
+
+/* Ends the first held job with its status. */
+static void release(jobs *q)
+{
+    job *j = q->held;
+    q->held = j->next;
+    if (!q->held) q->held_tail = NULL;
+    count(q, j, j->status, j->started ? &j->t : NULL);
+    if (j->status == 0) log_debug("%s #%" PRIu64 " done", j->label, j->seq);
+    j->done(j, j->status, j->status ? j->message : NULL);
+}
+
+void jobs_release_first(jobs *q)
+{
+    release(q);
+}
+
+void jobs_confirm(jobs *q, uint32_t epoch, uint64_t upto)
+{
+    while (q->held && q->held->status == 0 && q->held->epoch == epoch && q->held->seq < upto)
+        release(q);
+}
+
+int job_verdict_apply(const job_verdict *v, const char *label, uint32_t epoch, uint64_t seq,
+                      char *out, size_t len)
+{
+    int same = v->epoch && epoch == v->epoch;
+    if (same && seq < v->done) return 0;
+    if (same && seq == v->fail_seq && v->own)
+        snprintf(out, len, "%s", v->reason);
+    else
+        snprintf(out, len, "%s failed: %s", label, v->reason);
+    return v->code;
+}
+
+void jobs_settle_one(job *j, const job_verdict *v)
+{
+    /* One code and one message for a collective, on every host, whatever
+     * each saw of the failure. A success here is one only if the verdict
+     * says so; a failure here stays one. */
+    char message[JOB_MAX_MESSAGE];
+    int code = job_verdict_apply(v, j->label, j->epoch, j->seq, message, sizeof message);
+    /* (A failure here is never below done: this host's count stops at it.) */
+    if (code == 0) return;
+    j->status = code;
+    memcpy(j->message, message, sizeof j->message);
+}
+
+void jobs_settle(jobs *q, const job_verdict *v)
+{
+    while (q->held) {
+        jobs_settle_one(q->held, v);
+        release(q);
+    }
+}
+
+int jobs_expire_held(jobs *q, uint64_t now, int code, const char *unknown)
+{
+    int n = 0;
+    /* Held jobs end in order: the first not due holds the rest. */
+    while (q->held && q->held->hold_deadline <= now) {
+        job *j = q->held;
+        if (j->status == 0) {
+            j->status = code;
+            snprintf(j->message, sizeof j->message, "%s #%" PRIu64 ": %s", j->label, j->seq,
+                     unknown);
+            warn_failure(q, j->message);
+        }
+        release(q);
+        n++;
+    }
+    return n;
+}
+
+void jobs_end_waiting(jobs *q, int status, const char *message)
+{
+    job *j = unlink_waiting(q);
     record(j, status, message);
     count(q, j, status, NULL);
     j->done(j, status, j->message);
@@ -189,7 +314,7 @@ void jobs_fail(jobs *q, job *j, fail_scope scope, int status, const char *fmt, .
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     if (scope == FAIL_ALL) {
-        if (q->head) log_warn("%s", message);
+        if (q->head) warn_failure(q, message);
         int k = 0;
         for (job *o = q->head; o && k < q->running; o = o->next, k++) {
             snprintf(other, sizeof other, "%s #%" PRIu64 " failed: %s", o->label, o->seq, message);
@@ -200,7 +325,7 @@ void jobs_fail(jobs *q, job *j, fail_scope scope, int status, const char *fmt, .
         return;
     }
     int first = record(j, status, message);
-    if (first) log_warn("%s", message);
+    if (first) warn_failure(q, message);
     if (scope == FAIL_RING && first) q->ops->abort(q->engine, j);
     if (scope != FAIL_RUNNING) return;
     /* The others running go down with j. */

@@ -14,12 +14,22 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "log.h"
 #include "proto/frame.h"
 #include "ringd.h"
 
 #define JOB_MAX_MESSAGE 1024
 
 typedef struct job job;
+
+/* How a job that ran went, for the counters (NULL: it never started). */
+typedef struct {
+    uint64_t start_ns; /* uv_hrtime() at its start */
+    int got_wait;
+    uint64_t wait_ns; /* its first data's wait */
+    int last_host;    /* the straggler, or -1 */
+    uint64_t spread_us;
+} job_timing;
 
 /* Called once per job, from the loop. status is 0 or a RINGD_E* code with
  * a message saying what failed and where. The engine no longer touches the
@@ -51,16 +61,21 @@ struct job {
     job_done_cb done;
     void *data;
     /* A job that already failed on this host (its local ranks disagree, one
-     * of them never came): it still takes its place in the sequence, and its
-     * failure travels the ring as an ABORT so every rank learns why. */
+     * of them never came): the engine fails it on every host, so every rank
+     * learns why. */
     int preset_status;
     const char *preset_message;
 
     /* The engine's. */
     job *next;
     uint64_t seq;
+    uint32_t epoch; /* the ring epoch it started in (seq counts in it) */
+    int started;
     int status; /* the first failure recorded, or 0 */
     char message[JOB_MAX_MESSAGE];
+    /* Held: done here, waiting for the ring to say how it ended. */
+    job_timing t;
+    uint64_t hold_deadline;
 };
 
 /* How much a failure takes down. */
@@ -103,6 +118,7 @@ typedef struct {
     uint64_t done, failed;
     uint64_t seq; /* sequence number of the next collective */
     char last_error[JOB_MAX_MESSAGE];
+    uint64_t last_error_ms; /* uv_now() of last_error */
     uint64_t by_kind[JOB_KINDS][JOB_OUTCOMES];
     uint64_t latency[JOB_LATENCY_BUCKETS + 1]; /* per bucket (not cumulative); last: +Inf */
     double latency_sum_s;                      /* collectives started here, start to end */
@@ -113,15 +129,6 @@ typedef struct {
     uint64_t last_count[JOB_STATS_HOSTS];      /* allreduces each host came last to, late */
 } job_stats;
 
-/* How a job that ran went, for the counters (NULL: it never started). */
-typedef struct {
-    uint64_t start_ns; /* uv_hrtime() at its start */
-    int got_wait;
-    uint64_t wait_ns; /* its first data's wait */
-    int last_host;    /* the straggler, or -1 */
-    uint64_t spread_us;
-} job_timing;
-
 typedef struct {
     /* Tells every other host that j failed (j->status, j->message). */
     void (*abort)(void *eng, job *j);
@@ -129,8 +136,9 @@ typedef struct {
     void (*tick)(void *eng, uint64_t now);
 } jobs_ops;
 
-#define JOBS_TICK_MS 100  /* granularity of deadlines */
-#define JOBS_MAX_ABORTS 8 /* aborts remembered for jobs not started here yet */
+#define JOBS_TICK_MS 100      /* granularity of deadlines */
+#define JOBS_FAIL_LOG_MS 1000 /* at most one failure line per this (log_limited()) */
+#define JOBS_MAX_ABORTS 8     /* aborts remembered for jobs not started here yet */
 
 typedef struct {
     uint64_t seq;
@@ -144,9 +152,12 @@ typedef struct {
     job *head, *tail; /* the queue: running first, then waiting */
     job *waiting;     /* the first job not started yet */
     int running;
+    job *held, *held_tail; /* done here (or failed), waiting for the ring's word */
     job_abort aborts[JOBS_MAX_ABORTS];
     int n_aborts;
     uv_timer_t tick;
+    int awaiting;          /* the engine waits for a word of the ring: keep ticking */
+    log_ratelimit fail_rl; /* failures: a dying client can fail thousands at once */
     job_stats stats;
 } jobs;
 
@@ -159,13 +170,66 @@ void jobs_push(jobs *q, job *j);
 job *jobs_oldest(const jobs *q);
 /* The first job not started yet, or NULL. */
 job *jobs_waiting(const jobs *q);
-/* Starts jobs_waiting(q) with the next sequence number: its preset
- * failure, or the abort remembered for its number, is recorded (scope
- * FAIL_RING for a preset one). */
+/* Starts jobs_waiting(q) with the next sequence number. */
 job *jobs_start(jobs *q);
+/* Once the engine has set j up as running: records its preset failure
+ * (scope FAIL_RING, so the engine tells every host), or the abort
+ * remembered for its number. */
+void jobs_apply_preset(jobs *q, job *j);
 /* Ends the oldest running job with its status, counted with t (NULL: it
  * never ran), and calls its done(). */
 void jobs_complete(jobs *q, const job_timing *t);
+/* Holds the oldest running job, finished here (t: how it ran) or failed:
+ * done() waits for jobs_confirm() or jobs_settle(), which tell how it ended
+ * on every host. hold_ms bounds the wait (jobs_expire_held()). */
+void jobs_hold(jobs *q, const job_timing *t, uint64_t hold_deadline);
+/* How the ring settled the collectives of an epoch: those of `epoch`
+ * numbered below `done` succeeded on every host; every other one failed
+ * with code: collective fail_seq of epoch with reason as it is when `own`
+ * (the reason is that collective's own and names it), every other one with
+ * "<label> failed: <reason>". An epoch of 0 settles nothing as a success
+ * and names no collective. Every host applies the same verdict to the
+ * same numbers, so every rank gets the same code and the same message. */
+typedef struct {
+    uint32_t epoch;
+    uint64_t done;
+    int code;
+    uint64_t fail_seq;
+    int own;
+    const char *reason;
+    /* Where the next epoch starts: `top` collectives of epoch were
+     * submitted somewhere; once ready, the ring runs epoch next_epoch. */
+    uint64_t top;
+    int ready;
+    uint32_t next_epoch;
+} job_verdict;
+
+/* What verdict v says of the collective labelled label, number seq of epoch
+ * (a number it would have had, for one that never started): 0 if it
+ * succeeded, else its code, with its message in out. */
+int job_verdict_apply(const job_verdict *v, const char *label, uint32_t epoch, uint64_t seq,
+                      char *out, size_t len);
+
+/* Holds every waiting job, failed with (status, message) and never started.
+ * With epoch nonzero, they take the numbers they would have had in it,
+ * from *next on (jobs_settle() places them by those). */
+void jobs_hold_waiting(jobs *q, int status, const char *message, uint64_t hold_deadline,
+                       uint32_t epoch, uint64_t *next);
+/* Every held job of epoch that succeeded here with seq < upto succeeded on
+ * every host: its done() runs. Stops at the first that is not so. */
+void jobs_confirm(jobs *q, uint32_t epoch, uint64_t upto);
+/* Ends every held job as verdict v says. */
+void jobs_settle(jobs *q, const job_verdict *v);
+/* Records what v says of j, one still running here when the ring settled
+ * it; it is not released. */
+void jobs_settle_one(job *j, const job_verdict *v);
+/* Ends the first held job as it is. */
+void jobs_release_first(jobs *q);
+/* Ends the held jobs past their hold_deadline: those that succeeded here
+ * with `unknown` (nothing tells whether every host did), the others with
+ * their own failure. Returns how many ended. */
+int jobs_expire_held(jobs *q, uint64_t now, int code, const char *unknown);
+
 /* Ends the first waiting job, which never started. */
 void jobs_end_waiting(jobs *q, int status, const char *message);
 /* Ends j, never queued, at once (the engine cannot run it). */
@@ -185,7 +249,8 @@ void jobs_forget_aborts(jobs *q, uint64_t upto);
 /* A new numbering (a new epoch): the next job is #0, no abort applies. */
 void jobs_renumber(jobs *q);
 
-/* Runs the tick while jobs wait; call after every change. */
+/* Runs the tick while jobs wait, are held or q->awaiting; call after every
+ * change. */
 void jobs_update_tick(jobs *q);
 
 #endif /* RINGD_JOBS_H */

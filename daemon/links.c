@@ -42,6 +42,7 @@ struct links {
 
     epochs ep;
     char left_error[640]; /* why the left link is not up, as far as we know */
+    int left_refused;     /* ... and it is that this host refused the last attempt */
 };
 
 static const char *host_name(const links *l, int h)
@@ -59,10 +60,19 @@ static int send_epoch(links *l, const frame_epoch *e)
     return peer_send_control(l->right, buf, (size_t)n);
 }
 
-static void adopt(links *l, int broke, int code, const char *why)
+/* This host moved to epoch l->ep.epoch. why is what the log and the failed
+ * collectives say; reason is the failure the lap carries ("" for a FORM). */
+static void adopt(links *l, links_change kind, int gone, int code, const char *why,
+                  const char *reason)
 {
     log_info("ring epoch %u: %s", l->ep.epoch, why);
-    l->cb.on_epoch(l->data, l->ep.epoch, broke, code, why);
+    links_event ev = {.epoch = l->ep.epoch,
+                      .kind = kind,
+                      .gone = gone,
+                      .code = code,
+                      .why = why,
+                      .reason = reason};
+    l->cb.on_epoch(l->data, &ev);
     /* A frame held back for the ring is of the old epoch now: drop it. */
     if (l->left) peer_resume(l->left);
 }
@@ -74,30 +84,54 @@ static void break_ring(links *l, const char *what)
     char reason[FRAME_MAX_TEXT + 1];
     int n = snprintf(reason, sizeof reason, "ring broken: host %s ", host_name(l, l->me));
     snprintf(reason + n, sizeof reason - (size_t)n, "%s", what);
-    uint32_t e = epochs_start(&l->ep, RING_BROKEN);
-    adopt(l, 1, RINGD_ERING, reason);
-    frame_epoch f = {
-        .epoch = e, .origin = (uint32_t)l->me, .phase = EPOCH_BREAK, .code = RINGD_ERING};
+    epoch_failure f = {.code = RINGD_ERING,
+                       .seq = FRAME_NO_SEQ,
+                       .cls = EPOCH_CONSEQUENCE,
+                       .origin = (uint32_t)l->me};
     memcpy(f.reason, reason, sizeof f.reason);
-    send_epoch(l, &f);
+    epochs_note_failure(&l->ep, &f);
+    uint32_t e = epochs_start(&l->ep, EPOCH_BREAK, NULL);
+    adopt(l, LINKS_BREAK, 0, RINGD_ERING, reason, reason);
+    frame_epoch b = {.epoch = e,
+                     .origin = (uint32_t)l->me,
+                     .phase = EPOCH_BREAK,
+                     .code = RINGD_ERING,
+                     .fail_seq = FRAME_NO_SEQ};
+    memcpy(b.reason, reason, sizeof b.reason);
+    send_epoch(l, &b);
 }
 
-/* The right link came up: propose a new epoch round the ring. */
-static void form_ring(links *l)
+/* Starts a lap of this host's own round the ring: a FORM (its right link
+ * came up, or its ranks are all there again) or a RESET (a collective
+ * failed, or a rank left: cause says what; the lap carries the first
+ * failure of the epoch, which may be an earlier one). */
+static void start_lap(links *l, epoch_phase phase, int gone, const char *cause)
 {
-    char why[160];
-    snprintf(why, sizeof why, "re-forming from host %s", host_name(l, l->me));
-    uint32_t e = epochs_start(&l->ep, RING_FORMING);
-    adopt(l, 0, RINGD_ERING, why);
-    frame_epoch f = {.epoch = e, .origin = (uint32_t)l->me, .phase = EPOCH_FORM};
-    send_epoch(l, &f);
+    frame_epoch lap;
+    epochs_start(&l->ep, phase, &lap);
+    if (gone) lap.flags |= EPOCH_FLAG_GONE;
+    char why[FRAME_MAX_TEXT + 64];
+    if (phase == EPOCH_FORM)
+        snprintf(why, sizeof why, "re-forming from host %s", host_name(l, l->me));
+    else
+        snprintf(why, sizeof why, "reset from host %s: %s", host_name(l, l->me), cause);
+    adopt(l, phase == EPOCH_FORM ? LINKS_FORM : LINKS_RESET, gone, lap.code, why, lap.reason);
+    send_epoch(l, &lap);
 }
 
-static void ready(links *l)
+/* A lap came round: the last ready epoch is settled, and the ring is
+ * ready, or waits for the ranks the confirmation names. */
+static void settle(links *l, const frame_epoch *c, int sent)
 {
-    epochs_confirm(&l->ep);
-    log_info("ring formed: %d hosts, epoch %u", l->n, l->ep.epoch);
-    l->cb.on_ready(l->data);
+    epochs_settle(&l->ep, c);
+    int ready = epochs_ready(&l->ep);
+    if (ready && !sent) l->ep.phase = RING_FORMING; /* not passed on: not ready */
+    if (ready && sent)
+        log_info("ring formed: %d hosts, epoch %u", l->n, l->ep.epoch);
+    else if (!ready)
+        log_info("ring epoch %u: not ready until a process takes the place of each: %s",
+                 l->ep.epoch, c->waiting);
+    l->cb.on_settle(l->data, c, ready && sent);
 }
 
 static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
@@ -107,24 +141,29 @@ static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
         peer_reset(l->left, "malformed EPOCH frame");
         return;
     }
-    char why[160];
+    char why[FRAME_MAX_TEXT + 64];
     switch (epochs_receive(&l->ep, &e)) {
     case EPOCH_BROKE:
-        adopt(l, 1, e.code, e.reason);
+        adopt(l, LINKS_BREAK, 0, e.code, e.reason, e.reason);
+        send_epoch(l, &e);
+        break;
+    case EPOCH_RESETTING:
+        snprintf(why, sizeof why, "reset from host %s: %s", host_name(l, (int)e.origin), e.reason);
+        adopt(l, LINKS_RESET, !!(e.flags & EPOCH_FLAG_GONE), e.code, why, e.reason);
         send_epoch(l, &e);
         break;
     case EPOCH_REFORMING:
         snprintf(why, sizeof why, "re-forming from host %s", host_name(l, (int)e.origin));
-        adopt(l, 0, RINGD_ERING, why);
+        adopt(l, LINKS_FORM, 0, RINGD_ERING, why, "");
         send_epoch(l, &e);
         break;
     case EPOCH_CAME_ROUND: {
-        frame_epoch f = {.epoch = e.epoch, .origin = e.origin, .phase = EPOCH_CONFIRM};
-        if (send_epoch(l, &f) == 0) ready(l);
+        frame_epoch c = epochs_confirmation(&l->ep, &e);
+        settle(l, &c, send_epoch(l, &c) == 0);
         break;
     }
     case EPOCH_CONFIRMED:
-        if (send_epoch(l, &e) == 0) ready(l);
+        settle(l, &e, send_epoch(l, &e) == 0);
         break;
     case EPOCH_DROP:
         break;
@@ -138,11 +177,12 @@ static void on_link_up(void *owner, peer *p)
     links *l = owner;
     if (p == l->left) {
         l->left_error[0] = '\0';
+        l->left_refused = 0;
         l->cb.on_up(l->data, LINK_LEFT);
         return;
     }
     l->cb.on_up(l->data, LINK_RIGHT);
-    form_ring(l);
+    start_lap(l, EPOCH_FORM, 0, NULL);
 }
 
 static void on_link_down(void *owner, peer *p, const char *why)
@@ -152,6 +192,7 @@ static void on_link_down(void *owner, peer *p, const char *why)
     char what[FRAME_MAX_TEXT];
     if (p == l->left) {
         snprintf(l->left_error, sizeof l->left_error, "%s", why);
+        l->left_refused = 0;
         log_warn("left link from %s lost: %s", h->name, why);
         l->cb.on_down(l->data, LINK_LEFT, why);
         snprintf(what, sizeof what, "lost its link from %s (%s): %s", h->name, h->address, why);
@@ -164,8 +205,14 @@ static void on_link_down(void *owner, peer *p, const char *why)
      * what this host has. */
     snprintf(what, sizeof what, "ring broken: host %s lost its link to %s (%s): %s",
              host_name(l, l->me), h->name, h->address, why);
-    epochs_start(&l->ep, RING_BROKEN);
-    adopt(l, 1, RINGD_ERING, what);
+    epoch_failure f = {.code = RINGD_ERING,
+                       .seq = FRAME_NO_SEQ,
+                       .cls = EPOCH_CONSEQUENCE,
+                       .origin = (uint32_t)l->me};
+    snprintf(f.reason, sizeof f.reason, "%s", what);
+    epochs_note_failure(&l->ep, &f);
+    epochs_start(&l->ep, EPOCH_BREAK, NULL);
+    adopt(l, LINKS_BREAK, 0, RINGD_ERING, what, what);
 }
 
 static int on_link_data(void *owner, peer *p, const frame_data *d, uint8_t **dst, char *why,
@@ -193,12 +240,12 @@ static void on_link_control(void *owner, peer *p, const frame_header *h, const u
         handle_epoch(l, h, body);
         return;
     }
-    frame_abort a;
-    if (frame_decode_abort(h, body, &a) < 0) {
-        peer_reset(l->left, "malformed ABORT");
+    static frame_commit c; /* 8 KiB: not on the stack */
+    if (frame_decode_commit(h, body, &c) < 0 || c.n != l->n) {
+        peer_reset(l->left, "malformed COMMIT frame");
         return;
     }
-    if (epochs_current(&l->ep, a.epoch)) l->cb.on_abort(l->data, &a);
+    if (epochs_current(&l->ep, c.epoch) && epochs_ready(&l->ep)) l->cb.on_commit(l->data, &c);
 }
 
 static void on_link_sent(void *owner, void *ctx, int status)
@@ -247,7 +294,9 @@ static void on_accepted(void *owner, conn *c, int from)
 static void on_refused(void *owner, const char *why)
 {
     links *l = owner;
-    if (peer_state(l->left) != LINK_UP) snprintf(l->left_error, sizeof l->left_error, "%s", why);
+    if (peer_state(l->left) == LINK_UP) return;
+    snprintf(l->left_error, sizeof l->left_error, "%s", why);
+    l->left_refused = 1;
 }
 
 static const listener_ops listen_ops = {welcome_epoch, on_accepted, on_refused};
@@ -286,7 +335,7 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     l->heartbeat.data = l;
     if (l->n > 1) {
         unsigned accepts =
-            PEER_ACCEPTS(FRAME_DATA) | PEER_ACCEPTS(FRAME_ABORT) | PEER_ACCEPTS(FRAME_EPOCH);
+            PEER_ACCEPTS(FRAME_DATA) | PEER_ACCEPTS(FRAME_COMMIT) | PEER_ACCEPTS(FRAME_EPOCH);
         l->listener = listener_new(&l->env, &listen_ops, l);
         l->left = peer_new(&l->env, &link_ops, l, l->left_host, PEER_ACCEPTOR, accepts);
         l->right = peer_new(&l->env, &link_ops, l, l->right_host, PEER_CONNECTOR, 0);
@@ -356,14 +405,53 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void 
     return peer_send_data(l->right, d, l->ep.epoch, payload, ctx);
 }
 
-int links_send_abort(links *l, const frame_abort *a)
+int links_send_commit(links *l, const frame_commit *c)
 {
-    frame_abort stamped = *a;
+    static uint8_t buf[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY];
+    frame_commit stamped = *c;
     stamped.epoch = l->ep.epoch;
-    uint8_t buf[CONTROL_CAP];
-    int n = frame_encode_abort(buf, sizeof buf, &stamped);
+    int n = frame_encode_commit(buf, sizeof buf, &stamped);
     if (n < 0) return RINGD_EINVAL;
     return peer_send_control(l->right, buf, (size_t)n) < 0 ? RINGD_ERING : 0;
+}
+
+void links_fail(links *l, const epoch_failure *f, int gone)
+{
+    epochs_note_failure(&l->ep, f);
+    if (l->n == 1) return;
+    if (peer_state(l->right) == LINK_UP) {
+        start_lap(l, EPOCH_RESET, gone, f->reason);
+        return;
+    }
+    /* No lap can go round: this host alone moves on; the FORM that follows
+     * the link's return settles the rest. */
+    char why[FRAME_MAX_TEXT + 64];
+    snprintf(why, sizeof why, "reset on host %s: %s", host_name(l, l->me), f->reason);
+    epochs_start(&l->ep, EPOCH_BREAK, NULL);
+    adopt(l, LINKS_BREAK, gone, f->code, why, f->reason);
+}
+
+void links_members(links *l, int complete, const char *missing)
+{
+    int was = l->ep.incomplete;
+    epochs_set_members(&l->ep, complete, missing);
+    if (l->n > 1 && was && complete && peer_state(l->right) == LINK_UP)
+        start_lap(l, EPOCH_FORM, 0, NULL);
+}
+
+void links_completed(links *l, uint64_t done)
+{
+    epochs_completed(&l->ep, done);
+}
+
+void links_submitted(links *l, uint64_t top)
+{
+    epochs_submitted(&l->ep, top);
+}
+
+const char *links_waiting(const links *l)
+{
+    return l->ep.phase == RING_WAITING ? l->ep.waiting : "";
 }
 
 void links_resume(links *l)
@@ -393,6 +481,13 @@ const char *links_last_error(const links *l, link_side side)
     if (l->n == 1) return "";
     if (side == LINK_LEFT) return peer_state(l->left) == LINK_UP ? "" : l->left_error;
     return peer_error(l->right);
+}
+
+int links_refused(const links *l, link_side side)
+{
+    if (l->n == 1) return 0;
+    if (side == LINK_LEFT) return peer_state(l->left) != LINK_UP && l->left_refused;
+    return peer_refused(l->right);
 }
 
 uint64_t links_since(const links *l, link_side side)

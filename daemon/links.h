@@ -19,11 +19,28 @@
 
 #include "auth.h"
 #include "config/config.h"
+#include "epoch.h"
 #include "net.h"
 #include "peer.h"
 #include "proto/frame.h"
 
 typedef enum { LINK_LEFT = 0, LINK_RIGHT = 1 } link_side;
+
+typedef enum {
+    LINKS_BREAK, /* a link broke: every collective submitted fails at once */
+    LINKS_RESET, /* a collective failed or a rank left: every one not confirmed fails; how,
+                    on_settle() says */
+    LINKS_FORM,  /* a link formed or a host's ranks are back: the running ones fail */
+} links_change;
+
+typedef struct {
+    uint32_t epoch;
+    links_change kind;
+    int gone;           /* a rank left (a RESET): why names it */
+    int code;           /* RINGD_E* the failed collectives get */
+    const char *why;    /* for the log and the collectives failed here now */
+    const char *reason; /* the failure the ring reports, as the verdict words it */
+} links_event;
 
 typedef struct {
     void (*on_up)(void *data, link_side side);
@@ -39,15 +56,15 @@ typedef struct {
     /* A frame sent with links_send_data(..., ctx) left this process (or was
      * cancelled: status < 0); its payload buffer is free again. */
     void (*on_sent)(void *data, void *ctx, int status);
-    /* An ABORT of the current epoch arrived on the left link. */
-    void (*on_abort)(void *data, const frame_abort *a);
-    /* The ring moved to a new epoch and is not ready. broke: a link broke,
-     * so every collective submitted until now fails with (code, why);
-     * otherwise the ring is re-forming: running collectives fail, queued
-     * ones wait. */
-    void (*on_epoch)(void *data, uint32_t epoch, int broke, int code, const char *why);
-    /* The ring is whole and confirmed under the current epoch. */
-    void (*on_ready)(void *data);
+    /* The ring moved to a new epoch and is not ready (ev says how). */
+    void (*on_epoch)(void *data, const links_event *ev);
+    /* A lap came back round: confirm settles the epoch the ring was last
+     * ready in (prev_epoch: collectives below done succeeded on every host,
+     * all others failed, with the failure it names); and the ring is ready
+     * now, or (ready 0) waits for what confirm->waiting says. */
+    void (*on_settle)(void *data, const frame_epoch *confirm, int ready);
+    /* A COMMIT of the current epoch arrived while ready. */
+    void (*on_commit)(void *data, const frame_commit *c);
 } links_callbacks;
 
 typedef struct links links;
@@ -78,10 +95,26 @@ void links_reset(links *l, const char *why);
  * Returns 0 or RINGD_ERING. */
 int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void *ctx);
 
-/* Sends an ABORT on the right link, behind the frames already queued (so a
- * neighbour sees a collective's data before its abort). Returns 0 or
- * RINGD_ERING. */
-int links_send_abort(links *l, const frame_abort *a);
+/* Sends a COMMIT, stamped with the epoch, on the right link behind the
+ * frames already queued. Returns 0 or RINGD_ERING. */
+int links_send_commit(links *l, const frame_commit *c);
+
+/* A collective of this host failed (f), or one of its ranks left (gone): a
+ * RESET goes round the ring, or, with the right link down, this host alone
+ * moves on to a new epoch. */
+void links_fail(links *l, const epoch_failure *f, int gone);
+
+/* This host's ranks are all there (complete), or one left (missing says
+ * which); once all are back, a FORM goes round. */
+void links_members(links *l, int complete, const char *missing);
+
+/* Collectives this host has completed in the current (ready) epoch. */
+void links_completed(links *l, uint64_t done);
+/* Collectives some rank of this host submitted in the current epoch. */
+void links_submitted(links *l, uint64_t top);
+
+/* What the ring waits for while confirmed but incomplete, or "". */
+const char *links_waiting(const links *l);
 
 /* Re-offers a paused DATA frame to on_data, from the loop. */
 void links_resume(links *l);
@@ -95,6 +128,9 @@ uint32_t links_epoch(const links *l);
 
 /* Why the link on side is not up ("connection refused", ...), or "". */
 const char *links_last_error(const links *l, link_side side);
+/* Whether the link on side is down because its last attempt was refused
+ * (a configuration problem: a wrong key, cluster or address). */
+int links_refused(const links *l, link_side side);
 /* uv_now() when the link on side last changed state. */
 uint64_t links_since(const links *l, link_side side);
 

@@ -32,7 +32,13 @@ struct session {
     uint32_t pid; /* from SO_PEERCRED, then as the HELLO says */
     uint32_t uid;
     uint64_t accepted_ms;
-    uint64_t next_index; /* host collective number of its next submission */
+    gather_pos pos; /* its place in the numbering of the host's collectives */
+    uint64_t born;  /* engine_generation() at its first collective */
+    int submitted;  /* it has submitted a collective */
+    /* Answers to COLLECTIVEs go back in request order: each waits in
+     * answers until those before it have gone. */
+    struct answer *answers, *answers_tail;
+    int n_answers;
     region_set regions;
     int fds[MAX_FDS];
     int n_fds;
@@ -66,10 +72,22 @@ struct local {
     void *done_data;
 };
 
+/* A COLLECTIVE's answer, in request order. */
+typedef struct answer {
+    uint64_t id;
+    int ready, status;
+    char *text;
+    struct answer *next;
+} answer;
+
 /* Queues an encoded message (n bytes in buf, or an encoder error). */
 void session_queue(session *s, const uint8_t *buf, int n);
-/* Answers request id. */
+/* Answers request id (of any request but a COLLECTIVE). */
 void session_reply(session *s, uint64_t id, int status, const char *text);
+/* Takes COLLECTIVE id: its answer waits for those of the ones before it. */
+int session_expect(session *s, uint64_t id);
+/* Answers COLLECTIVE id: answers go out in the order the collectives came. */
+void session_answer(session *s, uint64_t id, int status, const char *text);
 /* The same with a formatted text; returns status, for callers that fail. */
 int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

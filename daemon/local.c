@@ -30,6 +30,7 @@
 
 #define OUT_LIMIT (64 << 10) /* unread replies before we stop reading */
 #define MAX_SESSIONS 256
+#define MAX_ANSWERS 8192    /* COLLECTIVEs of a session not answered yet */
 #define HELLO_CHECK_MS 1000 /* how often sessions without a HELLO are checked */
 #define BAD_LOG_BURST 100   /* bad connections logged one by one per BAD_LOG_MS */
 #define BAD_LOG_MS 10000
@@ -46,7 +47,8 @@ static void flush_out(session *s)
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            session_close(s, strerror(errno));
+            session_close(s, errno == EPIPE || errno == ECONNRESET ? "client disconnected"
+                                                                   : strerror(errno));
             return;
         }
         memmove(s->out, s->out + n, s->out_len - (size_t)n);
@@ -101,6 +103,53 @@ int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
     va_end(ap);
     session_reply(s, id, status, text);
     return status;
+}
+
+int session_expect(session *s, uint64_t id)
+{
+    if (s->n_answers >= MAX_ANSWERS) return RINGD_EBUSY;
+    answer *a = calloc(1, sizeof *a);
+    if (!a) return RINGD_ENOMEM;
+    a->id = id;
+    if (s->answers_tail)
+        s->answers_tail->next = a;
+    else
+        s->answers = a;
+    s->answers_tail = a;
+    s->n_answers++;
+    return 0;
+}
+
+static void free_answer(session *s)
+{
+    answer *a = s->answers;
+    s->answers = a->next;
+    if (!s->answers) s->answers_tail = NULL;
+    s->n_answers--;
+    free(a->text);
+    free(a);
+}
+
+void session_answer(session *s, uint64_t id, int status, const char *text)
+{
+    answer *a = s->answers;
+    while (a && a->id != id)
+        a = a->next;
+    if (!a) return; /* cannot happen: every COLLECTIVE was expected */
+    a->ready = 1;
+    a->status = status;
+    a->text = text && *text ? strdup(text) : NULL;
+    /* The oldest ones go, in order. */
+    while (s->answers && s->answers->ready && !s->closing) {
+        a = s->answers;
+        msg_result r = {.id = a->id, .status = a->status};
+        snprintf(r.text, sizeof r.text, "%s", a->text ? a->text : "");
+        uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
+        session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
+        /* A write that failed closed the session, which freed them all. */
+        if (s->closing) break;
+        free_answer(s);
+    }
 }
 
 /* Sends MSG_ERROR and closes the session once it is out. */
@@ -268,6 +317,7 @@ void session_close(session *s, const char *why)
 {
     if (s->closing) return;
     local *l = s->owner;
+    int gone = 0;
     s->closing = 1;
     /* Best effort: push out what is queued (an ERROR explaining a refusal). */
     if (s->out_len > 0) (void)!send(s->fd, s->out, s->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -275,11 +325,25 @@ void session_close(session *s, const char *why)
     if (!s->observer && s->welcomed) {
         log_info("local rank %d disconnected (pid %u): %s", s->local_rank, s->pid, why);
         l->by_rank[s->local_rank] = NULL;
+        gone = !l->closing;
     } else {
         log_debug("local session closed (pid %u): %s", s->pid, why);
     }
+    int mid_call = s->answers != NULL;
     /* Withdraw its submissions; those already on the ring fail everywhere. */
-    if (s->local_rank >= 0) gather_withdraw(l->gather, s, s->local_rank, s->pid, why);
+    while (s->answers)
+        free_answer(s);
+    if (s->local_rank >= 0) gather_withdraw(l->gather, s, s->local_rank, &s->pos);
+    if (gone) {
+        /* Every host fails what is not confirmed yet, at once, and the
+         * ranks that knew this one fail their next collectives until a
+         * process takes its place. */
+        char what[MSG_MAX_TEXT];
+        snprintf(what, sizeof what, "rank %d (pid %u) on host %s exited%s",
+                 cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank, s->pid,
+                 l->cfg->hosts[l->me].name, mid_call ? " during the collective" : "");
+        engine_members(l->engine, 0, 1, what);
+    }
     regions_clear(&s->regions);
     for (int i = 0; i < s->n_fds; i++)
         close(s->fds[i]);
@@ -378,8 +442,40 @@ static void on_hello_timer(uv_timer_t *t)
 /* gather's way to answer a session. */
 static void gather_reply(void *s, uint64_t id, int status, const char *text)
 {
-    session_reply(s, id, status, text);
+    session_answer(s, id, status, text);
 }
+
+static void on_engine_reset(void *data)
+{
+    local *l = data;
+    gather_reset(l->gather);
+}
+
+static void on_engine_settled(void *data, const job_verdict *v)
+{
+    local *l = data;
+    gather_settled(l->gather, v);
+}
+
+static void on_engine_missing(void *data, char *out, size_t len)
+{
+    local *l = data;
+    int first = cfg_first_rank(l->cfg, (size_t)l->me), n = 0, absent = 0;
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < l->local_size && at < len; i++) {
+        if (gather_submitted(l->gather, i)) continue;
+        absent += l->by_rank[i] == NULL;
+        at += (size_t)snprintf(out + at, len - at, "%s%d", n++ ? ", " : "", first + i);
+    }
+    if (at >= len) return;
+    char ranks[160];
+    snprintf(ranks, sizeof ranks, "%s", out);
+    snprintf(out, len, "%s %s%s", n == 1 ? "rank" : "ranks", ranks,
+             absent == n ? (n == 1 ? " (no process connected)" : " (no processes connected)") : "");
+}
+
+static const engine_watcher watcher = {on_engine_reset, on_engine_settled, on_engine_missing};
 
 /* ---- lifecycle ---- */
 
@@ -405,6 +501,7 @@ int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, engine *e)
         free(l);
         return RINGD_ENOMEM;
     }
+    engine_watch(e, &watcher, l);
     uv_timer_init(loop, &l->hello_timer);
     l->hello_timer.data = l;
     l->open_handles = 1;

@@ -5,6 +5,7 @@
  * gather.c) and STATUS_REQ (status.c).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +43,22 @@ static void do_unregister(session *s, const msg_unregister *m)
 
 /* ---- collectives ---- */
 
+/* Answers COLLECTIVE id with a refusal: it takes no part in the
+ * numbering. Returns status. */
+static int refusef(session *s, uint64_t id, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int refusef(session *s, uint64_t id, int status, const char *fmt, ...)
+{
+    char text[MSG_MAX_TEXT + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    session_answer(s, id, status, text);
+    return status;
+}
+
 /* Checks a submission: 0, or the RINGD_E* code of the reply that said what
  * is wrong. Normalises the fields a kind does not use, so that ranks agree
  * on them. */
@@ -50,35 +67,35 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
     local *l = s->owner;
     const char *kn = engine_kind_name(m->kind);
     if (s->observer) {
-        return session_replyf(s, m->id, RINGD_EINVAL,
-                              "this session is an observer and joins no collective");
+        return refusef(s, m->id, RINGD_EINVAL,
+                       "this session is an observer and joins no collective");
     }
     if (m->kind < MSG_COLL_ALLREDUCE || m->kind > MSG_COLL_BARRIER) {
-        return session_replyf(s, m->id, RINGD_EINVAL, "unknown collective kind %u", m->kind);
+        return refusef(s, m->id, RINGD_EINVAL, "unknown collective kind %u", m->kind);
     }
     if (m->kind == MSG_COLL_BARRIER) {
         m->count = 0;
         m->dtype = RINGD_UINT8;
     }
     if (m->dtype >= RINGD_DTYPE_COUNT) {
-        return session_replyf(s, m->id, RINGD_EINVAL, "%s: unknown dtype %u", kn, m->dtype);
+        return refusef(s, m->id, RINGD_EINVAL, "%s: unknown dtype %u", kn, m->dtype);
     }
     if (m->kind == MSG_COLL_ALLREDUCE || m->kind == MSG_COLL_REDUCE_SCATTER) {
         if (m->op >= RINGD_OP_COUNT || reduce_check(m->dtype, m->op) < 0) {
-            return session_replyf(s, m->id, RINGD_EINVAL, "%s: op %s does not apply to dtype %s",
-                                  kn, ringd_op_name(m->op) ? ringd_op_name(m->op) : "?",
-                                  ringd_dtype_name(m->dtype));
+            return refusef(s, m->id, RINGD_EINVAL, "%s: op %s does not apply to dtype %s", kn,
+                           ringd_op_name(m->op) ? ringd_op_name(m->op) : "?",
+                           ringd_dtype_name(m->dtype));
         }
         if (m->op == RINGD_WMEAN && !(m->weight >= 0 && isfinite(m->weight))) {
-            return session_replyf(s, m->id, RINGD_EINVAL, "%s: wmean needs a weight >= 0, got %g",
-                                  kn, m->weight);
+            return refusef(s, m->id, RINGD_EINVAL, "%s: wmean needs a weight >= 0, got %g", kn,
+                           m->weight);
         }
     } else {
         m->op = 0;
     }
     if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= l->ranks)) {
-        return session_replyf(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)",
-                              m->root, l->ranks - 1);
+        return refusef(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)", m->root,
+                       l->ranks - 1);
     }
     if (m->kind != MSG_COLL_BROADCAST) m->root = 0;
     if (m->op != RINGD_WMEAN) m->weight = 0;
@@ -87,23 +104,23 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
     uint64_t limit = l->cfg->max_buffer_bytes / esize;
     int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
     if (m->count > limit || (per_rank && m->count > limit / (uint64_t)l->ranks)) {
-        return session_replyf(s, m->id, RINGD_ETOOBIG,
-                              "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn,
-                              m->count, ringd_dtype_name(m->dtype), per_rank ? " per rank" : "",
-                              l->cfg->max_buffer_bytes);
+        return refusef(s, m->id, RINGD_ETOOBIG,
+                       "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn,
+                       m->count, ringd_dtype_name(m->dtype), per_rank ? " per rank" : "",
+                       l->cfg->max_buffer_bytes);
     }
     uint64_t bytes = (per_rank ? m->count * (uint64_t)l->ranks : m->count) * esize;
     *reg_out = NULL;
     if (bytes == 0) return 0;
     region *reg = regions_find(&s->regions, m->region);
     if (!reg || m->offset > reg->size || bytes > reg->size - m->offset) {
-        return session_replyf(s, m->id, RINGD_ERANGE,
-                              "%s: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u",
-                              kn, bytes, m->offset, m->region);
+        return refusef(s, m->id, RINGD_ERANGE,
+                       "%s: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u", kn,
+                       bytes, m->offset, m->region);
     }
     if (m->offset % esize != 0) {
-        return session_replyf(s, m->id, RINGD_EINVAL,
-                              "%s: buffer is not aligned to its %zu-byte elements", kn, esize);
+        return refusef(s, m->id, RINGD_EINVAL, "%s: buffer is not aligned to its %zu-byte elements",
+                       kn, esize);
     }
     *reg_out = reg;
     return 0;
@@ -111,9 +128,31 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
 
 static void do_collective(session *s, msg_collective *m)
 {
+    local *l = s->owner;
+    if (session_expect(s, m->id) < 0) {
+        session_drop(s, "too many collectives not answered yet");
+        return;
+    }
     region *reg = NULL;
     if (check_collective(s, m, &reg) < 0) return;
-    gather_submit(s->owner->gather, s, s->local_rank, &s->next_index, m->id, reg,
+    /* A rank that left fails the collectives of the ranks that knew it,
+     * until a process takes its place; a process that has not submitted
+     * anything yet is in step with that one, whenever it connected. */
+    if (!s->submitted) {
+        s->submitted = 1;
+        s->born = engine_generation(l->engine);
+    }
+    char why[MSG_MAX_TEXT], label[MSG_MAX_NAME + 32], text[MSG_MAX_TEXT + 1];
+    if (!gather_settled_before(l->gather, &s->pos) &&
+        engine_left(l->engine, s->born, why, sizeof why)) {
+        /* As the verdict words it for the ranks whose collective was on the
+         * ring (job_verdict_apply()). */
+        snprintf(text, sizeof text, "%s failed: %.*s", gather_label(m, label, sizeof label),
+                 FRAME_MAX_TEXT, why);
+        session_answer(s, m->id, RINGD_EABORTED, text);
+        return;
+    }
+    gather_submit(l->gather, s, s->local_rank, &s->pos, m->id, reg,
                   reg ? reg->base + m->offset : NULL, m);
 }
 
@@ -124,7 +163,8 @@ static void do_status(session *s, const msg_status_req *m)
     local *l = s->owner;
     status_snapshot snap;
     msg_status st;
-    status_collect(&snap, l->cfg, l->me, l->engine, local_clients(l), uv_now(l->loop) - l->start_ms,
+    uint64_t now = uv_now(l->loop);
+    status_collect(&snap, l->cfg, l->me, l->engine, local_clients(l), now, now - l->start_ms,
                    l->rates);
     status_message(&snap, m->id, &st);
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
@@ -172,8 +212,9 @@ static void do_hello(session *s, const msg_hello *m)
         }
         s->local_rank = want;
         l->by_rank[want] = s;
-        s->next_index = gather_joining_index(l->gather);
+        gather_join(l->gather, &s->pos);
         log_info("local rank %d connected (pid %u)", want, m->pid);
+        if (local_clients(l) == l->local_size) engine_members(l->engine, 1, 0, "");
     }
     s->welcomed = 1;
     msg_welcome w = {.rank =

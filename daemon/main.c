@@ -158,9 +158,9 @@ static void collect(void *data, status_snapshot *s)
 {
     daemon_state *d = data;
     int between = !d->engine || !d->local; /* between two engines of a reload */
+    uint64_t now = uv_now(d->loop);
     status_collect(s, &d->config, d->me, between ? NULL : d->engine,
-                   between ? 0 : local_clients(d->local), uv_now(d->loop) - d->started_ms,
-                   &d->rates);
+                   between ? 0 : local_clients(d->local), now, now - d->started_ms, &d->rates);
 }
 
 static void start_metrics(daemon_state *d)

@@ -115,6 +115,9 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_ring_ready", "gauge",
          "1 if the ring is whole under the current epoch and collectives run.");
     put(&o, "ringd_ring_ready %d\n", s->eng.ready);
+    head(&o, "ringd_next_collective", "gauge",
+         "The number the next collective gets in this epoch; hosts in step agree.");
+    put(&o, "ringd_next_collective %llu\n", (unsigned long long)s->eng.next_seq);
     head(&o, "ringd_clients", "gauge", "Local ranks connected.");
     put(&o, "ringd_clients %d\n", s->clients);
     head(&o, "ringd_clients_configured", "gauge", "local_clients configured for this host.");
@@ -123,6 +126,24 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_link_up", "gauge", "1 if the ring link to the neighbour is up.");
     put(&o, "ringd_link_up{link=\"left\",peer=\"%s\"} %d\n", l, s->left_up);
     put(&o, "ringd_link_up{link=\"right\",peer=\"%s\"} %d\n", r, s->right_up);
+    head(&o, "ringd_link_state", "gauge",
+         "1 for the state each ring link is in (down, connecting, up, refused), 0 for the others.");
+    static const char *const states[] = {"down", "connecting", "up", "refused"};
+    static const msg_link_state state_of[] = {MSG_LINK_DOWN, MSG_LINK_CONNECTING, MSG_LINK_UP,
+                                              MSG_LINK_REFUSED};
+    msg_link_state ls = status_link_state(&s->eng.left), rs = status_link_state(&s->eng.right);
+    for (int i = 0; i < 4; i++)
+        put(&o, "ringd_link_state{link=\"left\",peer=\"%s\",state=\"%s\"} %d\n", l, states[i],
+            ls == state_of[i] || (ls == MSG_LINK_SELF && state_of[i] == MSG_LINK_UP));
+    for (int i = 0; i < 4; i++)
+        put(&o, "ringd_link_state{link=\"right\",peer=\"%s\",state=\"%s\"} %d\n", r, states[i],
+            rs == state_of[i] || (rs == MSG_LINK_SELF && state_of[i] == MSG_LINK_UP));
+    head(&o, "ringd_link_state_seconds", "gauge",
+         "Seconds since each ring link last changed state.");
+    put(&o, "ringd_link_state_seconds{link=\"left\",peer=\"%s\"} %.3f\n", l,
+        (double)s->left_age_ms / 1000);
+    put(&o, "ringd_link_state_seconds{link=\"right\",peer=\"%s\"} %.3f\n", r,
+        (double)s->right_age_ms / 1000);
     head(&o, "ringd_link_bytes_total", "counter",
          "Collective payload bytes: received on the left link, sent on the right one.");
     put(&o, "ringd_link_bytes_total{link=\"left\",peer=\"%s\",direction=\"in\"} %llu\n", l,
@@ -147,6 +168,11 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
             put(&o, "ringd_collectives_total{kind=\"%s\",outcome=\"%s\"} %llu\n",
                 engine_kind_name(k), outcome_names[oc],
                 (unsigned long long)s->eng.jobs.by_kind[k][oc]);
+    if (s->last_error_age_ms != MSG_NO_AGE) {
+        head(&o, "ringd_last_failure_seconds", "gauge",
+             "Seconds since a collective last failed here (absent if none has).");
+        put(&o, "ringd_last_failure_seconds %.3f\n", (double)s->last_error_age_ms / 1000);
+    }
 
     head(&o, "ringd_collective_duration_seconds", "histogram",
          "Time of a collective on this host, from its start here to its end.");

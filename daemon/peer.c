@@ -45,6 +45,7 @@ struct peer {
     link_state state;
     uint64_t since;
     char error[640];
+    int refusing, refused; /* the link closes, or closed, as a refusal (peer_refused()) */
     char address[64];
     conn *c; /* stream 0 of the link, NULL when down */
     int closing;
@@ -220,6 +221,8 @@ static void on_conn_closed(void *owner, conn *c, const char *why)
      * failed now that the link is down. */
     flush_batch(p);
     snprintf(p->error, sizeof p->error, "%s", why);
+    p->refused = p->refusing;
+    p->refusing = 0;
     if (p->closing) return;
     if (was == LINK_UP) {
         p->env.stats->breaks++;
@@ -238,6 +241,7 @@ static void link_up(peer *p)
     conn *c = p->c;
     set_state(p, LINK_UP);
     p->error[0] = '\0';
+    p->refused = 0;
     snprintf(p->address, sizeof p->address, "%s", c->peer);
     if (p->role == PEER_CONNECTOR) {
         p->backoff_ms = p->env.cfg->backoff_initial_ms;
@@ -293,6 +297,7 @@ static void handle_welcome(peer *p, conn *c, const frame_header *hdr, const uint
         /* A refusal is a configuration problem; do not hammer the peer. */
         p->backoff_ms = cf->backoff_max_ms;
         snprintf(p->error, sizeof p->error, "%s", why);
+        p->refusing = 1;
         conn_close(c, why);
         return;
     }
@@ -312,6 +317,7 @@ static void handle_welcome(peer *p, conn *c, const frame_header *hdr, const uint
                         host_name(p), c->peer, why);
             p->env.stats->auth_failures++;
             p->backoff_ms = cf->backoff_max_ms;
+            p->refusing = 1;
             conn_close(c, why);
             return;
         }
@@ -639,6 +645,11 @@ int peer_host(const peer *p)
 const char *peer_error(const peer *p)
 {
     return p->error;
+}
+
+int peer_refused(const peer *p)
+{
+    return p->state == LINK_DOWN && p->refused;
 }
 
 uint64_t peer_since(const peer *p)

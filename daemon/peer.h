@@ -109,6 +109,10 @@ int peer_host(const peer *p);
 const char *peer_error(const peer *p);
 /* uv_now() when the state last changed. */
 uint64_t peer_since(const peer *p);
+/* Whether the link is down because its last attempt was refused (the other
+ * end refused it, or it failed to authenticate): a configuration problem,
+ * not a host that is away. */
+int peer_refused(const peer *p);
 /* The remote address of the link, "" if none. */
 const char *peer_address(const peer *p);
 

@@ -63,8 +63,8 @@ struct reader {
     size_t got, need;
     uint8_t hdr_buf[FRAME_HEADER_SIZE];
     frame_header hdr;
-    uint8_t body[FRAME_MAX_CONTROL_BODY];
-    frame_data data; /* the DATA frame being read */
+    uint8_t body[FRAME_MAX_COMMIT_BODY]; /* the largest body but DATA's */
+    frame_data data;                     /* the DATA frame being read */
     uint8_t *dst;
 
     int small;      /* the last DATA payload was small: read ahead */

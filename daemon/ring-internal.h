@@ -43,19 +43,38 @@ typedef struct {
     int first, n_act;
     uint8_t *staging; /* where reduce-scatter payloads land before reduction */
     size_t staging_cap;
-    frame_abort unsent[JOBS_MAX_ABORTS]; /* aborts to pass on once the right link is up */
-    int n_unsent;
     uint32_t epoch; /* the links' epoch: seqs count from 0 in each */
+    /* Confirmation: collectives each host has completed in this epoch, as
+     * known here (this host's own is exact); every collective below the
+     * least of them has completed on every host. */
+    uint64_t *done;
+    int commit_due;   /* done changed: a COMMIT goes out before the loop waits */
+    uv_idle_t commit; /* sends it */
+    const engine_watcher *watcher;
+    void *watcher_data;
+    uint64_t gen; /* ranks that left, as this host heard of it */
+    int gone;     /* a rank left and the ring waits for it */
+    int broken;   /* a BREAK: no lap settles what fails, it goes back at once */
+    char gone_why[FRAME_MAX_TEXT + 1];
+    /* A RESET is going round: by settle_due (uv_now()), what waits for it
+     * goes back with the reset's own reason (hold_until()). */
+    uint64_t settle_due;
+    uint32_t settled; /* the epoch of the last lap that settled: older collectives are settled */
+    uint32_t ready_epoch; /* the last epoch the ring was ready in */
+    int reset_code;
+    char reset_why[FRAME_MAX_TEXT + 64];
     /* The first frame of a collective not started here: when it came. */
     int early_set;
     uint32_t early_epoch;
     uint64_t early_seq, early_ns;
+    uint8_t early_kind;
     int advancing, closing;
-    void (*done)(void *);
+    void (*done_cb)(void *);
     void *done_data;
 } ring;
 
 int ring_mod(int x, int n);
+void ring_update_tick(ring *r);
 active *ring_slot(ring *r, int k);
 /* The running collective (epoch, seq), or NULL. */
 active *ring_find_active(ring *r, uint32_t epoch, uint64_t seq);

@@ -53,6 +53,8 @@
 #include "reduce.h"
 #include "ring-internal.h"
 
+#define SETTLE_GRACE_MS 2000 /* see hold_until() */
+
 int ring_mod(int x, int n)
 {
     return ((x % n) + n) % n;
@@ -154,35 +156,21 @@ static int stale(ring *r)
 
 /* ---- failure ---- */
 
-/* Passes an abort to the right neighbour, now or as soon as the link to it is
- * up: a host that never hears of it would wait for the deadline instead. */
-static void send_abort(ring *r, const frame_abort *ab)
-{
-    if (links_send_abort(r->links, ab) == 0) return;
-    if (r->n_unsent == JOBS_MAX_ABORTS) {
-        memmove(r->unsent, r->unsent + 1, (JOBS_MAX_ABORTS - 1) * sizeof *r->unsent);
-        r->n_unsent--;
-    }
-    r->unsent[r->n_unsent++] = *ab;
-}
-
-static void flush_aborts(ring *r)
-{
-    int n = r->n_unsent;
-    r->n_unsent = 0;
-    for (int i = 0; i < n; i++)
-        send_abort(r, &r->unsent[i]);
-}
-
-/* jobs_ops.abort: the ABORT follows this host's frames of the collective,
- * and every host fails it in turn. */
-static void on_job_abort(void *eng, job *j)
+/* jobs_ops.abort: a collective failed here. Every host fails everything not
+ * confirmed yet, through a RESET round the ring, so that hosts agree on
+ * which collective each submission is and on how each ended. */
+static void on_job_failed(void *eng, job *j)
 {
     ring *r = eng;
+    int consequence = j->status == RINGD_ERING || j->status == RINGD_EPROTO ||
+                      (j->status == RINGD_ETIMEDOUT && !j->preset_status);
+    epoch_failure f = {.code = j->status,
+                       .seq = j->started ? j->seq : r->q.stats.seq,
+                       .cls = consequence ? EPOCH_CONSEQUENCE : EPOCH_CAUSE,
+                       .origin = (uint32_t)r->me};
+    snprintf(f.reason, sizeof f.reason, "%.*s", FRAME_MAX_TEXT, j->message);
     if (r->n == 1) return;
-    frame_abort ab = {.seq = j->seq, .code = j->status};
-    snprintf(ab.reason, sizeof ab.reason, "%.*s", FRAME_MAX_TEXT, j->message);
-    send_abort(r, &ab);
+    links_fail(r->links, &f, 0);
 }
 
 /* After a failure that may leave frames half sent or half read: both links
@@ -268,7 +256,8 @@ void ring_start_next(ring *r)
         a->delta_us[r->me] = -(int32_t)((a->t.start_ns - r->early_ns) / 1000);
     }
     a->esize = ringd_dtype_size(j->dtype);
-    if (j->status != 0) return; /* failed before it started: preset, or aborted */
+    jobs_apply_preset(&r->q, j);
+    if (j->status != 0) return; /* failed before it started */
     if (r->n == 1 || j->count == 0) {
         run_alone(r, a);
         return;
@@ -324,18 +313,72 @@ static int finished(const active *a)
     return (a->job->status != 0 || a->steps_left == 0) && a->writes == 0 && !a->reading;
 }
 
-/* Completes the oldest running collective: results go back in order. */
+static void confirm(ring *r);
+static void release_failed(ring *r);
+
+/* Sends what this host knows of every host's count, once per turn of the
+ * loop however many collectives completed in it. */
+static void on_commit_due(uv_idle_t *h)
+{
+    ring *r = h->data;
+    uv_idle_stop(h);
+    if (!r->commit_due || !links_ready(r->links)) return;
+    r->commit_due = 0;
+    static frame_commit c; /* 8 KiB: not on the stack */
+    c.n = (uint16_t)r->n;
+    memcpy(c.done, r->done, (size_t)r->n * sizeof *r->done);
+    links_send_commit(r->links, &c);
+}
+
+/* How long a collective done here waits for the ring's word. A success
+ * waits up to collective_timeout for every host to complete it. A failure
+ * waits for the lap that settles it, so that every rank gets the same
+ * message; a lap round a working ring takes milliseconds, and one that has
+ * not come back by SETTLE_GRACE_MS is stuck behind a link paused for a
+ * collective some rank has not submitted: the failure then goes back as
+ * this host knows it. */
+static uint64_t hold_until(const ring *r, int status)
+{
+    return uv_now(r->loop) + (status == 0 ? r->cfg->collective_timeout_ms : SETTLE_GRACE_MS);
+}
+
+/* The oldest running collective is done here: a success waits for every
+ * host to have completed it too (confirm()), a failure for the ring to say
+ * how it ended (on_settle()). Results go back in order. */
 static void complete(ring *r)
 {
     active *a = ring_slot(r, 0);
+    job *j = a->job;
     name_straggler(r, a);
     job_timing t = a->t;
-    /* Remembered aborts are of this epoch's numbering only. */
-    if (a->epoch == r->epoch) jobs_forget_aborts(&r->q, a->job->seq);
     a->job = NULL;
     r->first = (r->first + 1) % MAX_ACTIVE;
     r->n_act--;
-    jobs_complete(&r->q, &t);
+    if (r->n == 1) {
+        jobs_complete(&r->q, &t);
+        return;
+    }
+    j->epoch = a->epoch;
+    jobs_hold(&r->q, &t, hold_until(r, j->status));
+    if (j->status == 0 && a->epoch == r->epoch) {
+        r->done[r->me]++;
+        links_completed(r->links, r->done[r->me]);
+        r->commit_due = 1;
+        uv_idle_start(&r->commit, on_commit_due);
+        confirm(r); /* this host may have been the last */
+    } else if (r->broken || a->epoch < r->settled) {
+        /* Nothing more will settle it: on_settle() already has. */
+        release_failed(r);
+    }
+}
+
+/* Every held collective below the least count has completed on every host. */
+static void confirm(ring *r)
+{
+    uint64_t least = UINT64_MAX;
+    for (int h = 0; h < r->n; h++)
+        if (r->done[h] < least) least = r->done[h];
+    jobs_confirm(&r->q, r->epoch, least);
 }
 
 /* The one place that moves collectives forward: completes the oldest
@@ -359,7 +402,29 @@ void ring_advance(ring *r)
         ring_start_next(r);
     }
     r->advancing = 0;
-    if (!r->closing) jobs_update_tick(&r->q);
+    if (!r->closing) ring_update_tick(r);
+}
+
+/* The deadline tick runs while jobs wait or are held, while a reset waits
+ * to be settled, and while frames of a collective not submitted here hold
+ * the left link (check_unsubmitted()). */
+void ring_update_tick(ring *r)
+{
+    r->q.awaiting = r->settle_due != 0 || r->early_set;
+    jobs_update_tick(&r->q);
+}
+
+/* Tells the owner how the collectives it held for the engine ended. */
+static void notify_settled(ring *r, const job_verdict *v)
+{
+    if (r->watcher) r->watcher->settled(r->watcher_data, v);
+}
+
+/* Every collective the owner held failed with (code, reason), none placed. */
+static void notify_failed(ring *r, int code, const char *reason)
+{
+    job_verdict v = {.code = code, .fail_seq = FRAME_NO_SEQ, .reason = reason};
+    notify_settled(r, &v);
 }
 
 /* ---- deadlines ---- */
@@ -373,7 +438,13 @@ static void describe_wait(const ring *r, const active *a, char *out, size_t len)
         link_state ls = links_state(r->links, LINK_LEFT), rs = links_state(r->links, LINK_RIGHT);
         const char *le = links_last_error(r->links, LINK_LEFT);
         const char *re = links_last_error(r->links, LINK_RIGHT);
-        if (ls == LINK_UP && rs == LINK_UP)
+        const char *waiting = links_waiting(r->links);
+        if (*waiting)
+            snprintf(out, len,
+                     "the ring is not ready: %s, and no process has taken its place yet "
+                     "(every local rank of every host must be connected)",
+                     waiting);
+        else if (ls == LINK_UP && rs == LINK_UP)
             snprintf(out, len,
                      "the ring is not formed: both links of this host are up, so a link "
                      "further round the ring is down (see the other hosts' logs or "
@@ -402,6 +473,37 @@ static void describe_wait(const ring *r, const active *a, char *out, size_t len)
                  ring_neighbour(r, 1));
 }
 
+/* The left neighbour's data for a collective this host's ranks have not
+ * submitted holds the link (ring_on_data()), and with it every frame
+ * behind it. Once it has waited collective_timeout the other hosts are
+ * timing out on it: this host says why, as the cause, so that every rank
+ * learns which ranks did not come, and the reset unblocks the link. */
+static void check_unsubmitted(ring *r, uint64_t now)
+{
+    (void)now;
+    if (!r->early_set || r->early_epoch != r->epoch || r->early_seq < r->q.stats.seq) return;
+    uint64_t waited_ms = (uv_hrtime() - r->early_ns) / 1000000;
+    if (waited_ms < r->cfg->collective_timeout_ms) return;
+    r->early_set = 0;
+    char ranks[160];
+    if (r->watcher)
+        r->watcher->missing(r->watcher_data, ranks, sizeof ranks);
+    else
+        ring_host_ranks(r, r->me, ranks, sizeof ranks);
+    epoch_failure f = {.code = RINGD_ETIMEDOUT,
+                       .seq = r->early_seq,
+                       .cls = EPOCH_CAUSE,
+                       .origin = (uint32_t)r->me};
+    snprintf(f.reason, sizeof f.reason,
+             "%s #%" PRIu64 " timed out on host %s: %s did not submit it within %.3g s "
+             "(collective_timeout) of the other hosts' data for it; is a rank stuck, or "
+             "behind the others?",
+             engine_kind_name(r->early_kind), r->early_seq, r->cfg->hosts[r->me].name, ranks,
+             (double)r->cfg->collective_timeout_ms / 1000);
+    log_warn("%s", f.reason);
+    links_fail(r->links, &f, 0);
+}
+
 static void on_tick(void *eng, uint64_t now)
 {
     ring *r = eng;
@@ -422,7 +524,25 @@ static void on_tick(void *eng, uint64_t now)
         snprintf(msg, sizeof msg, "%s timed out before it could start on host %s: %s", j->label,
                  r->cfg->hosts[r->me].name, why);
         log_warn("%s", msg);
-        jobs_end_waiting(&r->q, RINGD_ETIMEDOUT, msg);
+        if (r->q.held) {
+            /* Replies go in order: behind the held ones. */
+            jobs_hold_waiting(&r->q, RINGD_ETIMEDOUT, msg, now, 0, NULL);
+        } else {
+            jobs_end_waiting(&r->q, RINGD_ETIMEDOUT, msg);
+        }
+    }
+    check_unsubmitted(r, now);
+    /* Held ones the ring never settled: a host that completed one cannot
+     * tell whether every other host did. */
+    jobs_expire_held(&r->q, now, RINGD_ERING,
+                     "outcome unknown: this host completed it, but the ring broke before "
+                     "every host was known to have; restart the training step from a "
+                     "checkpoint on every rank");
+    /* A RESET that never came back: the collectives set aside for it go
+     * back too, after the held ones (replies keep their order). */
+    if (r->settle_due && now >= r->settle_due && !r->q.held) {
+        r->settle_due = 0;
+        notify_failed(r, r->reset_code, r->reset_why);
     }
     ring_advance(r);
 }
@@ -435,31 +555,108 @@ static void on_up(void *data, link_side side)
     ring_advance(data);
 }
 
-static void on_ready(void *data)
+/* Failed ones go back at once, in order, as long as no success is still
+ * waiting for the ring's word before them. */
+static void release_failed(ring *r)
+{
+    while (r->q.held && r->q.held->status != 0)
+        jobs_release_first(&r->q);
+}
+
+static void on_epoch(void *data, const links_event *ev)
 {
     ring *r = data;
-    flush_aborts(r);
+    uint32_t old = r->epoch;
+    uint64_t next = r->q.stats.seq;
+    r->epoch = ev->epoch;
+    jobs_renumber(&r->q);
+    r->early_set = 0;
+    memset(r->done, 0, (size_t)r->n * sizeof *r->done);
+    r->commit_due = 0;
+    if (ev->gone) {
+        r->gen++;
+        r->gone = 1;
+        snprintf(r->gone_why, sizeof r->gone_why, "%s", ev->reason);
+    }
+    /* What runs cannot be confirmed in the old epoch any more. */
+    for (int k = 0; k < r->n_act; k++) {
+        job *j = ring_slot(r, k)->job;
+        jobs_fail(&r->q, j, FAIL_JOB, ev->code, "%s #%" PRIu64 " failed: %s", j->label, j->seq,
+                  ev->why);
+    }
+    if (ev->kind != LINKS_FORM) {
+        /* Hosts may have submitted different numbers of collectives, or a
+         * rank may have sent more before it learnt of a failure: nothing
+         * submitted so far may pair with another host's. */
+        /* They keep the numbers they would have had in the ready epoch they
+         * were submitted in, as every other host numbers them, so that the
+         * verdict names each the same way everywhere. */
+        uint32_t in = old == r->ready_epoch ? old : 0;
+        jobs_hold_waiting(&r->q, ev->code, ev->why, hold_until(r, ev->code), in, &next);
+        if (r->watcher) r->watcher->reset(r->watcher_data);
+        r->reset_code = ev->code ? ev->code : RINGD_ERING;
+        r->settle_due = hold_until(r, r->reset_code);
+        snprintf(r->reset_why, sizeof r->reset_why, "%s", ev->why);
+    }
+    /* After a BREAK no lap comes round to settle what fails: failures go
+     * back as they happen, until a lap of a later epoch settles the rest. */
+    r->broken = ev->kind == LINKS_BREAK;
+    if (r->broken) {
+        r->settle_due = 0;
+        release_failed(r);
+        notify_failed(r, ev->code, ev->why);
+    }
     ring_advance(r);
 }
 
-static void on_epoch(void *data, uint32_t epoch, int broke, int code, const char *why)
+static void on_settle(void *data, const frame_epoch *c, int ready)
 {
     ring *r = data;
-    r->epoch = epoch;
-    /* Aborts are of the old numbering. */
-    jobs_renumber(&r->q);
-    r->n_unsent = 0;
-    /* After a break, hosts may have submitted different numbers of
-     * collectives: nothing submitted so far may pair with another host's. */
-    if (broke) {
-        jobs_fail(&r->q, NULL, FAIL_ALL, code, "%s", why);
-    } else {
-        for (int k = 0; k < r->n_act; k++) {
-            job *j = ring_slot(r, k)->job;
-            jobs_fail(&r->q, j, FAIL_JOB, code, "%s #%" PRIu64 " failed: %s", j->label, j->seq,
-                      why);
-        }
+    job_verdict v = {.epoch = c->prev_epoch,
+                     .done = c->flags & EPOCH_FLAG_DONE_UNKNOWN ? 0 : c->done,
+                     .code = c->code ? c->code : RINGD_ERING,
+                     .fail_seq = c->fail_seq,
+                     .own = c->code && c->fail_class != EPOCH_LEFT,
+                     .reason = c->code ? c->reason : "the ring was reset",
+                     .top = c->top,
+                     .ready = ready,
+                     .next_epoch = c->epoch};
+    jobs_settle(&r->q, &v);
+    /* Those still finishing their sends or reads failed too, the same way;
+     * they go back as they finish (complete()). */
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = ring_slot(r, k);
+        if (a->epoch >= c->epoch) continue;
+        a->job->epoch = a->epoch;
+        jobs_settle_one(a->job, &v);
     }
+    r->settled = c->epoch;
+    r->settle_due = 0;
+    if (ready) {
+        r->ready_epoch = c->epoch;
+        r->gone = 0;
+        log_debug("epoch %u settled: %" PRIu64 " collectives of epoch %u confirmed", c->epoch,
+                  v.done, c->prev_epoch);
+    }
+    /* Last: the owner may hand over collectives now, which may fail and
+     * reset the ring again from in here. */
+    notify_settled(r, &v);
+    ring_advance(r);
+}
+
+static void on_commit(void *data, const frame_commit *c)
+{
+    ring *r = data;
+    int changed = 0;
+    for (int h = 0; h < r->n; h++) {
+        if (h == r->me || c->done[h] <= r->done[h]) continue;
+        r->done[h] = c->done[h];
+        changed = 1;
+    }
+    if (!changed) return;
+    r->commit_due = 1;
+    uv_idle_start(&r->commit, on_commit_due);
+    confirm(r);
     ring_advance(r);
 }
 
@@ -479,22 +676,6 @@ static void on_down(void *data, link_side side, const char *why)
                       side == LINK_LEFT ? "left" : "right", ph->name, ph->address, why);
             break; /* the others went with it */
         }
-    }
-    ring_advance(r);
-}
-
-static void on_abort(void *data, const frame_abort *ab)
-{
-    ring *r = data;
-    active *a = ring_find_active(r, r->epoch, ab->seq);
-    if (a) {
-        /* The first failure wins; an abort of a collective that already
-         * failed here stops, so each abort goes round the ring once. */
-        if (a->job->status == 0) jobs_fail(&r->q, a->job, FAIL_RING, ab->code, "%s", ab->reason);
-    } else if (ab->seq >= r->q.stats.seq && !jobs_find_abort(&r->q, ab->seq)) {
-        /* Not started here yet: remember it, and pass it on now. */
-        jobs_remember_abort(&r->q, ab);
-        send_abort(r, ab);
     }
     ring_advance(r);
 }
@@ -523,6 +704,18 @@ static void ring_submit(engine *e, job *j)
 {
     ring *r = (ring *)e;
     jobs_push(&r->q, j);
+    /* A collective that failed before it could start (its local ranks
+     * disagree, one never came) fails every host's: now if the ring runs,
+     * else when its turn comes (jobs_start()), so that it keeps its place
+     * in the numbering every host agrees on. */
+    if (j->preset_status < 0 && r->n > 1 && ring_up(r)) {
+        epoch_failure f = {.code = j->preset_status,
+                           .seq = r->q.stats.seq,
+                           .cls = EPOCH_CAUSE,
+                           .origin = (uint32_t)r->me};
+        snprintf(f.reason, sizeof f.reason, "%.*s", FRAME_MAX_TEXT, j->preset_message);
+        links_fail(r->links, &f, 0);
+    }
     ring_advance(r);
 }
 
@@ -537,16 +730,76 @@ static void ring_cancel(engine *e, job *j, int status, const char *message)
         ring_advance(r);
         return;
     }
-    /* Not started: it still takes its seq, and fails as it starts. */
+    /* Not started: it fails as it starts. */
     if (j->preset_status == 0) {
         j->preset_status = status;
         j->preset_message = message;
     }
 }
 
+static void ring_watch(engine *e, const engine_watcher *w, void *data)
+{
+    ring *r = (ring *)e;
+    r->watcher = w;
+    r->watcher_data = data;
+    if (r->n == 1) {
+        /* No laps: collectives run from the first on. */
+        job_verdict v = {.code = RINGD_ERING,
+                         .fail_seq = FRAME_NO_SEQ,
+                         .reason = "",
+                         .ready = 1,
+                         .next_epoch = 1};
+        w->settled(data, &v);
+    }
+}
+
+static void ring_members(engine *e, int complete, int gone, const char *why)
+{
+    ring *r = (ring *)e;
+    if (r->n == 1) return;
+    links_members(r->links, complete, why);
+    if (!gone) return;
+    /* Every host fails what is not confirmed, at once, naming the rank. */
+    epoch_failure f = {.code = RINGD_EABORTED,
+                       .seq = r->q.stats.seq,
+                       .cls = EPOCH_LEFT,
+                       .origin = (uint32_t)r->me};
+    snprintf(f.reason, sizeof f.reason, "%s", why);
+    links_fail(r->links, &f, 1);
+}
+
+static int ring_left(const engine *e, uint64_t born, char *why, size_t len)
+{
+    const ring *r = (const ring *)e;
+    if (!r->gone || born >= r->gen) return 0;
+    snprintf(why, len, "%s", r->gone_why);
+    return 1;
+}
+
+static uint64_t ring_generation(const engine *e)
+{
+    return ((const ring *)e)->gen;
+}
+
+static void ring_submitted(engine *e, uint64_t top)
+{
+    ring *r = (ring *)e;
+    links_submitted(r->links, top);
+}
+
+static void ring_why_waiting(const engine *e, char *out, size_t len)
+{
+    const ring *r = (const ring *)e;
+    if (ring_up((ring *)r))
+        out[0] = '\0';
+    else
+        describe_wait(r, NULL, out, len);
+}
+
 static void ring_free(ring *r)
 {
     free(r->staging);
+    free(r->done);
     for (int k = 0; k < MAX_ACTIVE; k++) {
         free(r->act[k].recv_off);
         free(r->act[k].delta_us);
@@ -554,13 +807,19 @@ static void ring_free(ring *r)
     free(r);
 }
 
-static void on_tick_closed(uv_handle_t *h)
+static void on_commit_closed(uv_handle_t *h)
 {
-    ring *r = ((jobs *)h->data)->engine;
-    void (*done)(void *) = r->done;
+    ring *r = h->data;
+    void (*done)(void *) = r->done_cb;
     void *data = r->done_data;
     ring_free(r);
     if (done) done(data);
+}
+
+static void on_tick_closed(uv_handle_t *h)
+{
+    ring *r = ((jobs *)h->data)->engine;
+    uv_close((uv_handle_t *)&r->commit, on_commit_closed);
 }
 
 static void on_links_closed(void *data)
@@ -574,9 +833,12 @@ static void ring_close(engine *e, int status, const char *message, void (*done)(
 {
     ring *r = (ring *)e;
     r->closing = 1;
-    r->done = done;
+    r->done_cb = done;
     r->done_data = data;
     jobs_fail(&r->q, NULL, FAIL_ALL, status, "%s", message);
+    /* Held ones end too: no word of the ring comes any more. */
+    job_verdict v = {.code = status, .fail_seq = FRAME_NO_SEQ, .reason = message};
+    jobs_settle(&r->q, &v);
     /* Closing the links stops a payload being read, and cancels the pending
      * sends: their callbacks finish the running jobs before
      * on_links_closed runs. */
@@ -594,17 +856,24 @@ static void ring_stats(const engine *e, engine_stats *out)
     links_get_stats(r->links, &out->net);
     out->epoch = links_epoch(r->links);
     out->ready = links_ready(r->links);
+    out->next_seq = r->q.stats.seq;
+    snprintf(out->waiting, sizeof out->waiting, "%s", links_waiting(r->links));
+    out->n_done = r->n < 64 ? r->n : 64;
+    memcpy(out->done, r->done, (size_t)out->n_done * sizeof *r->done);
     engine_link *side[2] = {&out->left, &out->right};
     for (int s = 0; s < 2; s++) {
         side[s]->host = ring_mod(r->me + (s == LINK_LEFT ? -1 : 1), r->n);
         side[s]->state = links_state(r->links, (link_side)s);
         side[s]->since_ms = links_since(r->links, (link_side)s);
+        side[s]->refused = links_refused(r->links, (link_side)s);
         snprintf(side[s]->error, sizeof side[s]->error, "%s",
                  links_last_error(r->links, (link_side)s));
     }
 }
 
-static const engine_ops ring_ops = {ring_start, ring_submit, ring_cancel, ring_close, ring_stats};
+static const engine_ops ring_ops = {ring_start,      ring_submit,    ring_cancel,     ring_close,
+                                    ring_stats,      ring_watch,     ring_members,    ring_left,
+                                    ring_generation, ring_submitted, ring_why_waiting};
 
 int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {
@@ -615,22 +884,24 @@ int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key
     r->cfg = c;
     r->me = me;
     r->n = (int)c->n_hosts;
-    int rc = 0;
+    int rc = (r->done = calloc((size_t)r->n, sizeof *r->done)) ? 0 : RINGD_ENOMEM;
     for (int k = 0; k < MAX_ACTIVE && rc == 0; k++) {
         r->act[k].recv_off = calloc(2 * (size_t)r->n, sizeof *r->act[k].recv_off);
         r->act[k].delta_us = calloc((size_t)r->n, sizeof *r->act[k].delta_us);
         if (!r->act[k].recv_off || !r->act[k].delta_us) rc = RINGD_ENOMEM;
     }
     static const links_callbacks cb = {on_up,   on_down,  ring_on_data, ring_on_payload,
-                                       on_sent, on_abort, on_epoch,     on_ready};
+                                       on_sent, on_epoch, on_settle,    on_commit};
     if (rc == 0) rc = links_new(&r->links, loop, c, me, &cb, r);
     if (rc < 0) {
         ring_free(r);
         return rc;
     }
     if (key) links_set_key(r->links, key);
-    static const jobs_ops qops = {on_job_abort, on_tick};
+    static const jobs_ops qops = {on_job_failed, on_tick};
     jobs_init(&r->q, loop, &qops, r);
+    uv_idle_init(loop, &r->commit);
+    r->commit.data = r;
     *out = &r->base;
     return 0;
 }

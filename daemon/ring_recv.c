@@ -103,6 +103,8 @@ int ring_on_data(void *data, const frame_data *d, uint8_t **dst, char *why, size
             r->early_epoch = d->epoch;
             r->early_seq = d->seq;
             r->early_ns = uv_hrtime();
+            r->early_kind = d->kind;
+            ring_update_tick(r);
         }
         return READER_PAUSE;
     }

@@ -191,6 +191,7 @@ static void start(star *s)
     r->bytes = j->count * r->esize;
     r->seg = s->cfg->segment_bytes / (uint32_t)r->esize * (uint32_t)r->esize;
     r->nseg = (r->bytes + r->seg - 1) / r->seg;
+    jobs_apply_preset(&s->q, j);
     if (j->status != 0) return; /* failed before it started: preset, or aborted */
     if (s->n == 1 || j->count == 0) {
         if (j->count > 0 && j->kind == RINGD_COLL_ALLREDUCE) {
@@ -470,9 +471,8 @@ static void on_control(void *owner, peer *pp, const frame_header *h, const uint8
         jobs_remember_abort(&s->q, &a);
         uint8_t buf[CONTROL_CAP];
         int n = frame_encode_abort(buf, sizeof buf, &a);
-        if (is_root(s) && n > 0)
-            FOR_PEERS(s, o)
-            if (s->peers[o].p != pp) peer_send_control(s->peers[o].p, buf, (size_t)n);
+        if (is_root(s) && n > 0) FOR_PEERS(s, o)
+        if (s->peers[o].p != pp) peer_send_control(s->peers[o].p, buf, (size_t)n);
     }
     advance(s);
 }
@@ -660,6 +660,7 @@ static void star_stats(const engine *e, engine_stats *out)
     out->jobs = s->q.stats;
     out->net = s->stats;
     out->ready = s->n == 1 || all_up(s);
+    out->next_seq = s->q.stats.seq;
     /* A star host's one link that matters: to the root, or the root's own
      * summary of its leaves (the first that is not up). */
     engine_link *l = &out->left;
@@ -671,13 +672,55 @@ static void star_stats(const engine *e, engine_stats *out)
         l->state = is_root(s) ? LINK_DOWN : peer_state(s->peers[h].p);
         l->host = h;
         l->since_ms = peer_since(s->peers[h].p);
+        l->refused = peer_refused(s->peers[h].p);
         snprintf(l->error, sizeof l->error, "%s", peer_error(s->peers[h].p));
         break;
     }
     out->right = *l;
 }
 
-static const engine_ops star_ops = {star_start, star_submit, star_cancel, star_close, star_stats};
+/* The star does not re-form on a failure: the root numbers every
+ * collective, and an ABORT fails one on every host without a reset. */
+static void star_watch(engine *e, const engine_watcher *w, void *data)
+{
+    (void)e;
+    /* The root numbers every collective: they run from the first on. */
+    job_verdict v = {
+        .code = RINGD_ERING, .fail_seq = UINT64_MAX, .reason = "", .ready = 1, .next_epoch = 1};
+    w->settled(data, &v);
+}
+
+static void star_members(engine *e, int complete, int gone, const char *why)
+{
+    (void)e, (void)complete, (void)gone, (void)why;
+}
+
+static int star_left(const engine *e, uint64_t born, char *why, size_t len)
+{
+    (void)e, (void)born, (void)why, (void)len;
+    return 0;
+}
+
+static uint64_t star_generation(const engine *e)
+{
+    (void)e;
+    return 0;
+}
+
+static void star_submitted(engine *e, uint64_t top)
+{
+    (void)e, (void)top;
+}
+
+static void star_why_waiting(const engine *e, char *out, size_t len)
+{
+    (void)e;
+    snprintf(out, len, "%s", "");
+}
+
+static const engine_ops star_ops = {star_start,      star_submit,    star_cancel,     star_close,
+                                    star_stats,      star_watch,     star_members,    star_left,
+                                    star_generation, star_submitted, star_why_waiting};
 
 int star_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {

@@ -11,8 +11,29 @@ static int up(link_state s)
     return s == LINK_UP || s == LINK_SELF;
 }
 
+msg_link_state status_link_state(const engine_link *l)
+{
+    switch (l->state) {
+    case LINK_DOWN:
+        return l->refused ? MSG_LINK_REFUSED : MSG_LINK_DOWN;
+    case LINK_CONNECTING:
+    case LINK_HANDSHAKE:
+        return MSG_LINK_CONNECTING;
+    case LINK_UP:
+        return MSG_LINK_UP;
+    case LINK_SELF:
+        return MSG_LINK_SELF;
+    }
+    return MSG_LINK_DOWN;
+}
+
+static uint64_t age(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
+
 void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, int clients,
-                    uint64_t uptime_ms, const rates *rt)
+                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt)
 {
     int n = (int)c->n_hosts;
     memset(s, 0, sizeof *s);
@@ -26,9 +47,13 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
     s->local_size = c->hosts[me].local_clients;
     s->clients = clients;
     s->uptime_ms = uptime_ms;
+    s->last_error_age_ms = MSG_NO_AGE;
     if (rt) rates_get(rt, &s->rate_in, &s->rate_out);
     if (!e) return;
     engine_get_stats(e, &s->eng);
+    s->left_age_ms = age(now_ms, s->eng.left.since_ms);
+    s->right_age_ms = age(now_ms, s->eng.right.since_ms);
+    if (s->eng.jobs.last_error[0]) s->last_error_age_ms = age(now_ms, s->eng.jobs.last_error_ms);
     s->left = c->hosts[s->eng.left.host].name;
     s->right = c->hosts[s->eng.right.host].name;
     s->left_up = up(s->eng.left.state);
@@ -38,14 +63,11 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
 void status_message(const status_snapshot *s, uint64_t id, msg_status *out)
 {
     const engine_stats *e = &s->eng;
-    /* Links report link_state; the wire has its own, simpler set. */
-    static const uint8_t wire[] = {MSG_LINK_DOWN, MSG_LINK_CONNECTING, MSG_LINK_CONNECTING,
-                                   MSG_LINK_UP, MSG_LINK_SELF};
     *out = (msg_status){.id = id,
                         .host_index = (uint32_t)s->me,
                         .n_hosts = (uint32_t)s->n_hosts,
-                        .left_state = wire[e->left.state <= LINK_SELF ? e->left.state : 0],
-                        .right_state = wire[e->right.state <= LINK_SELF ? e->right.state : 0],
+                        .left_state = (uint8_t)status_link_state(&e->left),
+                        .right_state = (uint8_t)status_link_state(&e->right),
                         .epoch = e->epoch,
                         .clients = (uint32_t)s->clients,
                         .local_size = (uint32_t)s->local_size,
@@ -58,7 +80,16 @@ void status_message(const status_snapshot *s, uint64_t id, msg_status *out)
                         .rate_in = s->rate_in,
                         .rate_out = s->rate_out,
                         .waits = e->jobs.waits,
-                        .wait_sum_us = (uint64_t)(e->jobs.wait_sum_s * 1e6)};
+                        .wait_sum_us = (uint64_t)(e->jobs.wait_sum_s * 1e6),
+                        .left_age_ms = s->left_age_ms,
+                        .right_age_ms = s->right_age_ms,
+                        .last_error_age_ms = s->last_error_age_ms,
+                        .next_seq = e->next_seq};
+    snprintf(out->left_reason, sizeof out->left_reason, "%.*s", MSG_MAX_REASON, e->left.error);
+    snprintf(out->right_reason, sizeof out->right_reason, "%.*s", MSG_MAX_REASON, e->right.error);
+    snprintf(out->waiting, sizeof out->waiting, "%s", e->waiting);
+    out->n_done = (uint8_t)(e->n_done < MSG_MAX_DONE ? e->n_done : MSG_MAX_DONE);
+    memcpy(out->done, e->done, out->n_done * sizeof *out->done);
     snprintf(out->cluster, sizeof out->cluster, "%s", s->cluster);
     snprintf(out->host, sizeof out->host, "%s", s->host);
     snprintf(out->left, sizeof out->left, "%s", s->left);

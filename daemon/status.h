@@ -21,14 +21,20 @@ typedef struct {
     int left_up, right_up;
     int clients, local_size;
     uint64_t uptime_ms;
+    /* Since each link last changed state, and since the last error
+     * (MSG_NO_AGE: none). */
+    uint64_t left_age_ms, right_age_ms, last_error_age_ms;
     uint64_t rate_in, rate_out; /* payload bytes/s over the last few seconds */
 } status_snapshot;
 
-/* Takes the snapshot of host me of c: e (NULL between two engines) runs its
- * collectives, clients ranks are connected, the engine has run uptime_ms,
- * rt (may be NULL) has the rates. */
+/* Takes the snapshot of host me of c at now_ms (uv_now()): e (NULL between
+ * two engines) runs its collectives, clients ranks are connected, the
+ * engine has run uptime_ms, rt (may be NULL) has the rates. */
 void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, int clients,
-                    uint64_t uptime_ms, const rates *rt);
+                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt);
+
+/* The state of a link as the STATUS message and the metrics name it. */
+msg_link_state status_link_state(const engine_link *l);
 
 /* The STATUS message answering request id. */
 void status_message(const status_snapshot *s, uint64_t id, msg_status *out);

@@ -20,7 +20,7 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 #define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT + FRAME_NONCE_SIZE + FRAME_MAC_SIZE)
 #define ABORT_MAX_BODY (16 + 2 + FRAME_MAX_TEXT)
 #define AUTH_BODY FRAME_MAC_SIZE
-#define EPOCH_MAX_BODY (13 + 2 + FRAME_MAX_TEXT)
+#define EPOCH_MAX_BODY (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING)
 _Static_assert(HELLO_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "HELLO fits a control body");
 _Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a control body");
 _Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");
@@ -67,6 +67,8 @@ const char *frame_type_name(int type)
         return "AUTH";
     case FRAME_EPOCH:
         return "EPOCH";
+    case FRAME_COMMIT:
+        return "COMMIT";
     }
     return "UNKNOWN";
 }
@@ -103,6 +105,9 @@ int frame_decode_header(const uint8_t *buf, size_t len, frame_header *out)
     case FRAME_AUTH:
     case FRAME_EPOCH:
         ok = n <= FRAME_MAX_CONTROL_BODY;
+        break;
+    case FRAME_COMMIT:
+        ok = n <= FRAME_MAX_COMMIT_BODY;
         break;
     default:
         return FRAME_ETYPE;
@@ -247,9 +252,38 @@ int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e)
     wr_u32(&w, e->epoch);
     wr_u32(&w, e->origin);
     wr_u8(&w, e->phase);
+    wr_u8(&w, e->flags);
     wr_i32(&w, e->code);
+    wr_u64(&w, e->fail_seq);
+    wr_u8(&w, e->fail_class);
+    wr_u32(&w, e->fail_origin);
+    wr_u32(&w, e->prev_epoch);
+    wr_u64(&w, e->done);
+    wr_u64(&w, e->top);
     wr_str(&w, e->reason, FRAME_MAX_TEXT);
+    wr_str(&w, e->waiting, FRAME_MAX_WAITING);
     return finish(&w, FRAME_EPOCH, 0, body_len(&w));
+}
+
+/* Counts travel as their minimum and each host's excess over it, which
+ * stays small: hosts are at most a few collectives apart. */
+int frame_encode_commit(uint8_t *buf, size_t cap, const frame_commit *c)
+{
+    bytes_writer w;
+    uint64_t base = UINT64_MAX;
+
+    if (c->n == 0 || c->n > FRAME_MAX_COMMIT_HOSTS) return FRAME_ESPACE;
+    for (uint16_t i = 0; i < c->n; i++)
+        if (c->done[i] < base) base = c->done[i];
+    wr_begin(&w, buf, cap);
+    wr_u32(&w, c->epoch);
+    wr_u16(&w, c->n);
+    wr_u64(&w, base);
+    for (uint16_t i = 0; i < c->n; i++) {
+        uint64_t d = c->done[i] - base;
+        wr_u32(&w, d > UINT32_MAX ? UINT32_MAX : (uint32_t)d);
+    }
+    return finish(&w, FRAME_COMMIT, 0, body_len(&w));
 }
 
 /* The decoders check the header's type too: handing a body to the wrong
@@ -342,8 +376,40 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     out->epoch = rd_u32(&r);
     out->origin = rd_u32(&r);
     out->phase = rd_u8(&r);
+    out->flags = rd_u8(&r);
     out->code = rd_i32(&r);
+    out->fail_seq = rd_u64(&r);
+    out->fail_class = rd_u8(&r);
+    out->fail_origin = rd_u32(&r);
+    out->prev_epoch = rd_u32(&r);
+    out->done = rd_u64(&r);
+    out->top = rd_u64(&r);
     rd_str(&r, out->reason, FRAME_MAX_TEXT);
-    if (out->phase < EPOCH_BREAK || out->phase > EPOCH_CONFIRM) r.bad = 1;
+    rd_str(&r, out->waiting, FRAME_MAX_WAITING);
+    if (out->phase < EPOCH_BREAK || out->phase > EPOCH_RESET) r.bad = 1;
+    if (out->flags & ~EPOCH_FLAGS_ALL) r.bad = 1;
+    return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
+}
+
+int frame_decode_commit(const frame_header *hdr, const uint8_t *body, frame_commit *out)
+{
+    bytes_reader r = {body, hdr->length, hdr->type != FRAME_COMMIT};
+
+    out->epoch = rd_u32(&r);
+    out->n = rd_u16(&r);
+    uint64_t base = rd_u64(&r);
+    if (out->n == 0 || out->n > FRAME_MAX_COMMIT_HOSTS) {
+        out->n = 0;
+        r.bad = 1;
+    }
+    /* One canonical form: base is the least count, so some excess is 0. */
+    uint32_t least = UINT32_MAX;
+    for (uint16_t i = 0; i < out->n; i++) {
+        uint32_t d = rd_u32(&r);
+        if (d < least) least = d;
+        if (base > UINT64_MAX - d) r.bad = 1;
+        out->done[i] = base + d;
+    }
+    if (out->n && least != 0) r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 2
+#define FRAME_VERSION 3
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -26,8 +26,12 @@
 #define FRAME_MAX_NAME 64           /* cluster names, host names */
 #define FRAME_MAX_TEXT 512          /* reasons in WELCOME and ABORT */
 #define FRAME_MAX_CONTROL_BODY 1024 /* any frame but DATA */
-#define FRAME_NONCE_SIZE 32         /* handshake challenges */
-#define FRAME_MAC_SIZE 32           /* HMAC-SHA256 */
+#define FRAME_MAX_WAITING 256       /* EPOCH: who an incomplete ring waits for */
+#define FRAME_MAX_COMMIT_HOSTS 1024 /* hosts a COMMIT frame counts (CFG_MAX_HOSTS) */
+#define FRAME_MAX_COMMIT_BODY (14 + 4 * FRAME_MAX_COMMIT_HOSTS)
+#define FRAME_NO_SEQ UINT64_MAX /* EPOCH.fail_seq: no collective failed */
+#define FRAME_NONCE_SIZE 32     /* handshake challenges */
+#define FRAME_MAC_SIZE 32       /* HMAC-SHA256 */
 
 /* Flags of the common header. */
 #define FRAME_FLAG_LITTLE_ENDIAN 0x0001 /* HELLO: the sender stores elements little-endian */
@@ -42,6 +46,7 @@ typedef enum {
     FRAME_PING = 5,    /* liveness on an idle link; either direction */
     FRAME_AUTH = 6,    /* connector -> acceptor: its answer to the acceptor's challenge */
     FRAME_EPOCH = 7,   /* the ring broke, re-forms or is whole again; travels the ring */
+    FRAME_COMMIT = 8,  /* how many collectives each host has completed; travels the ring */
 } frame_type;
 
 typedef struct {
@@ -82,17 +87,45 @@ typedef struct {
 /* How an EPOCH frame changes the ring. */
 typedef enum {
     EPOCH_BREAK = 1,   /* a link broke: fail every collective submitted so far */
-    EPOCH_FORM = 2,    /* a link (re)formed: the ring may be whole under this epoch */
-    EPOCH_CONFIRM = 3, /* the FORM went all the way round: collectives may start */
+    EPOCH_FORM = 2,    /* a link (re)formed, or a host has all its ranks again: the ring
+                          may be whole under this epoch */
+    EPOCH_CONFIRM = 3, /* the FORM or RESET went all the way round: collectives may start
+                          (unless INCOMPLETE) */
+    EPOCH_RESET = 4,   /* a collective failed, or a rank left: fail every collective not
+                          yet confirmed, on every host, and re-form */
 } epoch_phase;
 
+#define EPOCH_FLAG_GONE 0x01         /* RESET: a rank left (named in reason) */
+#define EPOCH_FLAG_INCOMPLETE 0x02   /* FORM, CONFIRM: a host lacks a rank: not ready */
+#define EPOCH_FLAG_DONE_UNKNOWN 0x04 /* a host on the lap could not count prev_epoch's */
+#define EPOCH_FLAGS_ALL 0x07
+
 typedef struct {
-    uint32_t epoch;                  /* the new ring epoch; larger wins */
-    uint32_t origin;                 /* ring position of the host that started this frame */
-    uint8_t phase;                   /* epoch_phase */
-    int32_t code;                    /* BREAK: the RINGD_E* code collectives fail with */
-    char reason[FRAME_MAX_TEXT + 1]; /* BREAK: what broke */
+    uint32_t epoch;  /* the new ring epoch; larger wins */
+    uint32_t origin; /* ring position of the host that started this frame */
+    uint8_t phase;   /* epoch_phase */
+    uint8_t flags;   /* EPOCH_FLAG_* */
+    /* The failure that ends the previous epoch, the first one by (fail_seq,
+     * fail_class, fail_origin) of those the lap has met: */
+    int32_t code;         /* RINGD_E* code collectives fail with; 0 if none */
+    uint64_t fail_seq;    /* its collective in prev_epoch, FRAME_NO_SEQ if none */
+    uint8_t fail_class;   /* what failed first wins ties: lower first */
+    uint32_t fail_origin; /* the host that found it */
+    /* What the lap settles of the last epoch the ring was ready in: */
+    uint32_t prev_epoch;
+    uint64_t done; /* collectives of prev_epoch completed on every host the lap passed */
+    uint64_t top;  /* collectives of prev_epoch any rank submitted there, on the hosts passed */
+    char reason[FRAME_MAX_TEXT + 1];     /* the failure, "" if none */
+    char waiting[FRAME_MAX_WAITING + 1]; /* INCOMPLETE: the ranks the ring waits for */
 } frame_epoch;
+
+/* Collectives each host has completed in the current epoch, as the sender
+ * knows: a collective is confirmed once every host has completed it. */
+typedef struct {
+    uint32_t epoch;
+    uint16_t n; /* hosts */
+    uint64_t done[FRAME_MAX_COMMIT_HOSTS];
+} frame_commit;
 
 /* The fixed part of a DATA body; the payload of `length` bytes follows. */
 typedef struct {
@@ -159,6 +192,7 @@ int frame_encode_abort(uint8_t *buf, size_t cap, const frame_abort *a);
 int frame_encode_ping(uint8_t *buf, size_t cap);
 int frame_encode_auth(uint8_t *buf, size_t cap, const frame_auth *a);
 int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e);
+int frame_encode_commit(uint8_t *buf, size_t cap, const frame_commit *c);
 
 /* Body decoders: body is the `hdr->length` bytes after the header (for DATA,
  * only the first FRAME_DATA_HEADER_SIZE of them). They check that the body is
@@ -170,5 +204,6 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
 int frame_decode_abort(const frame_header *hdr, const uint8_t *body, frame_abort *out);
 int frame_decode_auth(const frame_header *hdr, const uint8_t *body, frame_auth *out);
 int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch *out);
+int frame_decode_commit(const frame_header *hdr, const uint8_t *body, frame_commit *out);
 
 #endif /* RINGD_PROTO_FRAME_H */

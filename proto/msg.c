@@ -15,7 +15,9 @@ _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fram
 /* The largest body, STATUS, must fit MSG_MAX_BODY or a daemon could build a
  * reply its own clients refuse. */
 #define STATUS_MAX_BODY                                                                            \
-    (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 + (40 + 2 + MSG_MAX_NAME) * MSG_MAX_RECENT)
+    (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 +                                         \
+     (40 + 2 + MSG_MAX_NAME) * MSG_MAX_RECENT + 2 * (2 + MSG_MAX_REASON) + 32 + 2 +                \
+     MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE)
 _Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
 _Static_assert(8 + 2 + MSG_MAX_TEXT <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
 
@@ -338,6 +340,17 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
         wr_str(&w, e->last, MSG_MAX_NAME);
         wr_u64(&w, e->spread_us);
     }
+    wr_str(&w, m->left_reason, MSG_MAX_REASON);
+    wr_str(&w, m->right_reason, MSG_MAX_REASON);
+    wr_u64(&w, m->left_age_ms);
+    wr_u64(&w, m->right_age_ms);
+    wr_u64(&w, m->last_error_age_ms);
+    wr_u64(&w, m->next_seq);
+    wr_str(&w, m->waiting, MSG_MAX_WAITING);
+    uint8_t nd = m->n_done < MSG_MAX_DONE ? m->n_done : MSG_MAX_DONE;
+    wr_u8(&w, nd);
+    for (uint8_t i = 0; i < nd; i++)
+        wr_u64(&w, m->done[i]);
     return finish(&w, MSG_STATUS);
 }
 
@@ -385,5 +398,19 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
         rd_str(&r, e->last, MSG_MAX_NAME);
         e->spread_us = rd_u64(&r);
     }
+    rd_str(&r, out->left_reason, MSG_MAX_REASON);
+    rd_str(&r, out->right_reason, MSG_MAX_REASON);
+    out->left_age_ms = rd_u64(&r);
+    out->right_age_ms = rd_u64(&r);
+    out->last_error_age_ms = rd_u64(&r);
+    out->next_seq = rd_u64(&r);
+    rd_str(&r, out->waiting, MSG_MAX_WAITING);
+    out->n_done = rd_u8(&r);
+    if (out->n_done > MSG_MAX_DONE) {
+        out->n_done = 0;
+        r.bad = 1;
+    }
+    for (uint8_t i = 0; i < out->n_done; i++)
+        out->done[i] = rd_u64(&r);
     return done(&r);
 }

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x52474443u /* "RGDC" */
-#define MSG_VERSION 1
+#define MSG_VERSION 2
 #define MSG_HEADER_SIZE 12
 #define MSG_MAX_BODY 4096
 #define MSG_MAX_NAME 64   /* host names, collective names */
@@ -118,7 +118,13 @@ typedef enum {
     MSG_LINK_CONNECTING = 1, /* TCP connect or handshake in progress */
     MSG_LINK_UP = 2,         /* handshake done, carrying frames */
     MSG_LINK_SELF = 3,       /* a ring of one host: no link */
+    MSG_LINK_REFUSED = 4,    /* down: the other end refused it (reason says why) */
 } msg_link_state;
+
+#define MSG_MAX_REASON 512  /* why a link is not up */
+#define MSG_MAX_WAITING 256 /* what a ring that is not ready waits for */
+#define MSG_MAX_DONE 64     /* hosts whose completed collectives STATUS lists */
+#define MSG_NO_AGE UINT64_MAX
 
 /* A recent collective as this host saw it, for stragglers: wait_us is how
  * long it waited here for the left neighbour's first data (about 0: that
@@ -155,6 +161,14 @@ typedef struct {
     uint64_t waits, wait_sum_us; /* collectives that waited for the left neighbour, total */
     uint8_t n_recent;            /* 0..MSG_MAX_RECENT entries of recent, oldest first */
     msg_recent recent[MSG_MAX_RECENT];
+    /* Added in version 2: */
+    char left_reason[MSG_MAX_REASON + 1], right_reason[MSG_MAX_REASON + 1]; /* not up: why */
+    uint64_t left_age_ms, right_age_ms; /* since the link's state last changed */
+    uint64_t last_error_age_ms;         /* since last_error, MSG_NO_AGE if none */
+    uint64_t next_seq;                  /* the number of the next collective in the epoch */
+    char waiting[MSG_MAX_WAITING + 1];  /* not ready: what the ring waits for */
+    uint8_t n_done;                     /* hosts in done, 0..MSG_MAX_DONE */
+    uint64_t done[MSG_MAX_DONE];        /* collectives each host completed in the epoch */
 } msg_status;
 
 /* Decoder and encoder errors: the meanings of frame_err, in a range of their

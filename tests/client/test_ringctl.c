@@ -118,15 +118,23 @@ static void demo_status(void)
     s->bytes_in = 129394278; /* 123.4 MiB */
     s->bytes_out = 129394278;
     s->uptime_ms = 63000;
+    s->left_age_ms = 62000;
+    s->right_age_ms = 61500;
+    s->last_error_age_ms = MSG_NO_AGE;
+    s->next_seq = 12;
+    s->n_done = 4;
+    for (int h = 0; h < 4; h++)
+        s->done[h] = 12;
 }
 
 Test(ringctl, status_describes_the_ring_in_words_as_an_observer)
 {
     demo_status();
     cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
-    cr_assert_str_eq(out, "cluster demo, host b (2 of 4), epoch 1\n"
-                          "left  a: up\n"
-                          "right c: up\n"
+    cr_assert_str_eq(out, "cluster demo, host b (2 of 4), epoch 1, next collective #12\n"
+                          "left  a: up for 1m 2s\n"
+                          "right c: up for 1m 1s\n"
+                          "completed in this epoch, by host: 12 12 12 12\n"
                           "clients 1/1, collectives 12 done, 0 failed\n"
                           "bytes in 123.4 MiB, out 123.4 MiB, uptime 1m 3s, reconnects 0\n"
                           "rates in 0 B/s, out 0 B/s\n"
@@ -142,15 +150,40 @@ Test(ringctl, status_shows_links_that_are_down_and_the_last_error)
 {
     demo_status();
     F.status.right_state = MSG_LINK_CONNECTING;
+    F.status.right_age_ms = 3000;
     F.status.left_state = MSG_LINK_DOWN;
+    F.status.left_age_ms = 40000;
+    snprintf(F.status.left_reason, sizeof F.status.left_reason, "connection reset by peer");
     F.status.uptime_ms = 90061000; /* 1d 1h 1m 1s */
     F.status.bytes_in = 512;
     snprintf(F.status.last_error, sizeof F.status.last_error, "allreduce #7: timed out");
+    F.status.last_error_age_ms = 125000;
     setenv("RINGD_SOCKET", F.path, 1);
     cr_assert_eq(ringctl("status", NULL), 0, "stderr: %s", err);
-    cr_assert_not_null(strstr(out, "left  a: down\nright c: connecting\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "left  a: down for 40s: connection reset by peer\n"
+                                   "right c: connecting for 3s\n"),
+                       "%s", out);
     cr_assert_not_null(strstr(out, "bytes in 512 B, out 123.4 MiB, uptime 1d 1h 1m 1s"), "%s", out);
-    cr_assert_not_null(strstr(out, "last error: allreduce #7: timed out\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "last error (2m 5s ago): allreduce #7: timed out\n"), "%s", out);
+}
+
+Test(ringctl, status_says_a_link_was_refused_and_what_the_ring_waits_for)
+{
+    demo_status();
+    F.status.right_state = MSG_LINK_REFUSED;
+    F.status.right_age_ms = 120000;
+    snprintf(F.status.right_reason, sizeof F.status.right_reason,
+             "refused by c: wrong cluster key");
+    F.status.left_state = MSG_LINK_DOWN;
+    F.status.left_age_ms = 5000;
+    snprintf(F.status.waiting, sizeof F.status.waiting, "rank 2 (pid 4242) on host c exited");
+    F.status.done[2] = 11;
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "left  a: down for 5s: it has not connected\n"
+                                   "right c: refused for 2m 0s: refused by c: wrong cluster key\n"
+                                   "ring not ready: rank 2 (pid 4242) on host c exited\n"
+                                   "completed in this epoch, by host: 12 12 11 12\n"),
+                       "%s", out);
 }
 
 Test(ringctl, status_json_has_every_field_with_strings_escaped)
@@ -166,7 +199,10 @@ Test(ringctl, status_json_has_every_field_with_strings_escaped)
                      "\"collectives_failed\":0,\"bytes_in\":129394278,\"bytes_out\":129394278,"
                      "\"uptime_ms\":63000,\"reconnects\":0,"
                      "\"last_error\":\"say \\\"hi\\\"\\\\\\n\\t\\u0001 caf\xc3\xa9 \\ufffd!\","
-                     "\"rate_in\":0,\"rate_out\":0,\"waits\":0,\"wait_sum_us\":0,\"recent\":[]}\n");
+                     "\"rate_in\":0,\"rate_out\":0,\"waits\":0,\"wait_sum_us\":0,\"recent\":[],"
+                     "\"left_reason\":\"\",\"right_reason\":\"\",\"left_age_ms\":62000,"
+                     "\"right_age_ms\":61500,\"last_error_age_ms\":null,\"next_seq\":12,"
+                     "\"waiting\":\"\",\"done\":[12,12,12,12]}\n");
 }
 
 Test(ringctl, status_without_a_daemon_fails_with_status_1_naming_the_socket)

@@ -1,12 +1,14 @@
 /*
  * test_epoch.c - the ring's epoch rules (daemon/epoch.c), without sockets:
  * single decisions, then whole rings of N hosts passing EPOCH frames along
- * their links until every host is ready.
+ * their links until every host is ready, and what a lap settles.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "daemon/epoch.h"
+#include "ringd.h"
 
 static frame_epoch frame(uint32_t epoch, uint32_t origin, epoch_phase phase)
 {
@@ -15,6 +17,8 @@ static frame_epoch frame(uint32_t epoch, uint32_t origin, epoch_phase phase)
     f.epoch = epoch;
     f.origin = origin;
     f.phase = (uint8_t)phase;
+    f.fail_seq = FRAME_NO_SEQ;
+    f.done = UINT64_MAX;
     return f;
 }
 
@@ -26,7 +30,7 @@ Test(epoch, a_host_starts_broken_at_epoch_1)
     cr_assert_not(epochs_ready(&e));
 }
 
-Test(epoch, a_new_epoch_is_larger_than_any_seen_and_only_its_host_can_make_it)
+Test(epoch, a_new_epoch_is_the_smallest_larger_one_only_its_host_can_make)
 {
     for (int n = 1; n <= 9; n++) {
         for (uint32_t seen = 1; seen < 40; seen++) {
@@ -62,26 +66,30 @@ Test(epoch, an_older_or_equal_epoch_is_dropped)
     e.epoch = 10;
     e.phase = RING_READY;
     for (uint32_t x = 5; x <= 10; x++) {
-        frame_epoch b = frame(x, 1, EPOCH_BREAK), f = frame(x, 1, EPOCH_FORM);
+        frame_epoch b = frame(x, 1, EPOCH_BREAK), f = frame(x, 1, EPOCH_FORM),
+                    r = frame(x, 1, EPOCH_RESET);
         cr_assert_eq(epochs_receive(&e, &b), EPOCH_DROP);
         cr_assert_eq(epochs_receive(&e, &f), EPOCH_DROP);
+        cr_assert_eq(epochs_receive(&e, &r), EPOCH_DROP);
     }
     cr_assert_eq(e.epoch, 10);
     cr_assert(epochs_ready(&e));
 }
 
-Test(epoch, a_larger_form_is_adopted_and_the_host_waits_for_its_confirm)
+Test(epoch, a_larger_form_or_reset_is_adopted_and_the_host_waits_for_its_confirm)
 {
-    epochs e;
-    epochs_init(&e, 3, 0);
-    frame_epoch f = frame(5, 2, EPOCH_FORM);
-    cr_assert_eq(epochs_receive(&e, &f), EPOCH_REFORMING);
-    cr_assert_eq(e.epoch, 5);
-    cr_assert_not(epochs_ready(&e));
-    frame_epoch c = frame(5, 2, EPOCH_CONFIRM);
-    cr_assert_eq(epochs_receive(&e, &c), EPOCH_CONFIRMED);
-    epochs_confirm(&e);
-    cr_assert(epochs_ready(&e));
+    for (int p = 0; p < 2; p++) {
+        epochs e;
+        epochs_init(&e, 3, 0);
+        frame_epoch f = frame(5, 2, p ? EPOCH_RESET : EPOCH_FORM);
+        cr_assert_eq(epochs_receive(&e, &f), p ? EPOCH_RESETTING : EPOCH_REFORMING);
+        cr_assert_eq(e.epoch, 5);
+        cr_assert_not(epochs_ready(&e));
+        frame_epoch c = frame(5, 2, EPOCH_CONFIRM);
+        cr_assert_eq(epochs_receive(&e, &c), EPOCH_CONFIRMED);
+        epochs_settle(&e, &c);
+        cr_assert(epochs_ready(&e));
+    }
 }
 
 Test(epoch, a_confirm_of_an_epoch_never_proposed_here_goes_no_further)
@@ -93,15 +101,17 @@ Test(epoch, a_confirm_of_an_epoch_never_proposed_here_goes_no_further)
     cr_assert_eq(e.epoch, 1);
 }
 
-Test(epoch, a_hosts_own_form_coming_back_means_every_link_carried_it)
+Test(epoch, a_hosts_own_lap_coming_back_means_every_link_carried_it)
 {
     epochs e;
     epochs_init(&e, 4, 1);
-    uint32_t x = epochs_start(&e, RING_FORMING);
-    frame_epoch back = frame(x, 1, EPOCH_FORM);
-    cr_assert_eq(epochs_receive(&e, &back), EPOCH_CAME_ROUND);
+    frame_epoch lap;
+    uint32_t x = epochs_start(&e, EPOCH_FORM, &lap);
+    cr_assert_eq(lap.epoch, x);
+    cr_assert_eq(epochs_receive(&e, &lap), EPOCH_CAME_ROUND);
+    frame_epoch c = epochs_confirmation(&e, &lap);
+    cr_assert_eq(c.phase, EPOCH_CONFIRM);
     /* Its own CONFIRM coming back stops there. */
-    frame_epoch c = frame(x, 1, EPOCH_CONFIRM);
     cr_assert_eq(epochs_receive(&e, &c), EPOCH_DROP);
 }
 
@@ -118,6 +128,18 @@ Test(epoch, a_handshake_raises_the_epoch_without_making_the_host_ready)
     cr_assert_not(epochs_current(&e, 6));
 }
 
+Test(epoch, the_first_failure_is_the_earliest_collective_then_its_cause)
+{
+    epoch_failure none = {.seq = FRAME_NO_SEQ};
+    epoch_failure late = {.code = RINGD_ETIMEDOUT, .seq = 3, .cls = EPOCH_CONSEQUENCE, .origin = 0};
+    epoch_failure cause = {.code = RINGD_EMISMATCH, .seq = 3, .cls = EPOCH_CAUSE, .origin = 2};
+    epoch_failure earlier = {.code = RINGD_ETIMEDOUT, .seq = 2, .cls = EPOCH_CONSEQUENCE};
+    cr_assert(epochs_failure_first(&late, &none));
+    cr_assert_not(epochs_failure_first(&none, &late));
+    cr_assert(epochs_failure_first(&cause, &late));
+    cr_assert(epochs_failure_first(&earlier, &cause));
+}
+
 /* A ring of n hosts whose links carry EPOCH frames in order, host h to
  * h+1, as links.c sends them. */
 #define MAX_HOSTS 9
@@ -128,7 +150,9 @@ typedef struct {
     epochs h[MAX_HOSTS];
     frame_epoch q[MAX_HOSTS][QUEUE]; /* on the link from host i to i+1 */
     int head[MAX_HOSTS], tail[MAX_HOSTS];
-    int down[MAX_HOSTS]; /* the link from host i is broken: frames are lost */
+    int down[MAX_HOSTS];            /* the link from host i is broken: frames are lost */
+    frame_epoch settled[MAX_HOSTS]; /* the last CONFIRM each host settled with */
+    int n_settled[MAX_HOSTS];
 } ring_sim;
 
 static void send_right(ring_sim *r, int from, frame_epoch f)
@@ -138,34 +162,46 @@ static void send_right(ring_sim *r, int from, frame_epoch f)
     r->q[from][r->tail[from]++ % QUEUE] = f;
 }
 
+static void settle(ring_sim *r, int h, const frame_epoch *c)
+{
+    epochs_settle(&r->h[h], c);
+    r->settled[h] = *c;
+    r->n_settled[h]++;
+}
+
 /* Delivers one frame on the link from host `from`; returns 0 if none. */
 static int deliver(ring_sim *r, int from)
 {
     if (r->head[from] == r->tail[from]) return 0;
     frame_epoch f = r->q[from][r->head[from]++ % QUEUE];
     int to = (from + 1) % r->n;
-    epochs *e = &r->h[to];
-    switch (epochs_receive(e, &f)) {
+    switch (epochs_receive(&r->h[to], &f)) {
     case EPOCH_BROKE:
+    case EPOCH_RESETTING:
     case EPOCH_REFORMING:
+        send_right(r, to, f);
+        break;
     case EPOCH_CONFIRMED:
         send_right(r, to, f);
-        if (f.phase == EPOCH_CONFIRM) epochs_confirm(e);
+        settle(r, to, &f);
         break;
-    case EPOCH_CAME_ROUND:
-        send_right(r, to, frame(f.epoch, f.origin, EPOCH_CONFIRM));
-        epochs_confirm(e);
+    case EPOCH_CAME_ROUND: {
+        frame_epoch c = epochs_confirmation(&r->h[to], &f);
+        send_right(r, to, c);
+        settle(r, to, &c);
         break;
+    }
     case EPOCH_DROP:
         break;
     }
     return 1;
 }
 
-static void form(ring_sim *r, int h)
+static void lap(ring_sim *r, int h, epoch_phase phase)
 {
-    uint32_t x = epochs_start(&r->h[h], RING_FORMING);
-    send_right(r, h, frame(x, (uint32_t)h, EPOCH_FORM));
+    frame_epoch f;
+    epochs_start(&r->h[h], phase, &f);
+    send_right(r, h, f);
 }
 
 /* Delivers frames in an order drawn from seed until no link carries any. */
@@ -182,6 +218,17 @@ static void run(ring_sim *r, unsigned seed)
         if (!any) return;
     }
     cr_assert_fail("frames kept travelling");
+}
+
+static void start_ring(ring_sim *r, int n)
+{
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    for (int h = 0; h < n; h++)
+        epochs_init(&r->h[h], n, h);
+    for (int h = 0; h < n; h++)
+        lap(r, h, EPOCH_FORM);
+    run(r, 7);
 }
 
 static void assert_all_ready_in_one_epoch(const ring_sim *r)
@@ -215,7 +262,7 @@ Test(epoch, links_coming_up_in_any_order_leave_every_host_ready_in_the_same_epoc
                 order[k] = t;
             }
             for (int k = 0; k < n; k++) {
-                form(&r, order[k]);
+                lap(&r, order[k], EPOCH_FORM);
                 deliver(&r, order[(k + 1) % n]);
             }
             run(&r, seed);
@@ -228,27 +275,93 @@ Test(epoch, a_break_reaches_every_host_up_to_the_next_break_and_the_ring_re_form
 {
     for (int n = 2; n <= MAX_HOSTS; n++) {
         ring_sim r;
-        memset(&r, 0, sizeof r);
-        r.n = n;
-        for (int h = 0; h < n; h++)
-            epochs_init(&r.h[h], n, h);
-        for (int h = 0; h < n; h++)
-            form(&r, h);
-        run(&r, 7);
+        start_ring(&r, n);
         assert_all_ready_in_one_epoch(&r);
         /* The link from host 0 to host 1 breaks: host 1 starts a BREAK,
          * host 0 (no right link) adopts one of its own. */
         r.down[0] = 1;
-        epochs_start(&r.h[0], RING_BROKEN);
-        uint32_t b = epochs_start(&r.h[1], RING_BROKEN);
-        send_right(&r, 1, frame(b, 1, EPOCH_BREAK));
+        epochs_start(&r.h[0], EPOCH_BREAK, NULL);
+        uint32_t b = epochs_start(&r.h[1], EPOCH_BREAK, NULL);
+        frame_epoch br = frame(b, 1, EPOCH_BREAK);
+        send_right(&r, 1, br);
         run(&r, 3);
         for (int h = 0; h < n; h++)
             cr_assert_not(epochs_ready(&r.h[h]), "N=%d: host %d still ready after the break", n, h);
         /* The link comes back: host 0's right link forms. */
         r.down[0] = 0;
-        form(&r, 0);
+        lap(&r, 0, EPOCH_FORM);
         run(&r, 11);
         assert_all_ready_in_one_epoch(&r);
     }
+}
+
+Test(epoch, a_reset_settles_the_collectives_completed_on_every_host_and_the_first_failure)
+{
+    for (int n = 2; n <= MAX_HOSTS; n++) {
+        ring_sim r;
+        start_ring(&r, n);
+        /* Each host completed a different number; host n-1 found a failure
+         * of #4 and another host one of #6, later. */
+        for (int h = 0; h < n; h++)
+            epochs_completed(&r.h[h], (uint64_t)(5 + h));
+        epoch_failure late = {
+            .code = RINGD_ETIMEDOUT, .seq = 6, .cls = EPOCH_CONSEQUENCE, .origin = 0};
+        snprintf(late.reason, sizeof late.reason, "#6 timed out");
+        epochs_note_failure(&r.h[0], &late);
+        epoch_failure first = {
+            .code = RINGD_EMISMATCH, .seq = 4, .cls = EPOCH_CAUSE, .origin = (uint32_t)n - 1};
+        snprintf(first.reason, sizeof first.reason, "#4 differs between ranks");
+        epochs_note_failure(&r.h[n - 1], &first);
+        lap(&r, n - 1, EPOCH_RESET);
+        run(&r, 5);
+        assert_all_ready_in_one_epoch(&r);
+        for (int h = 0; h < n; h++) {
+            const frame_epoch *c = &r.settled[h];
+            cr_assert_eq(c->done, 5, "N=%d host %d: %llu confirmed, the least is 5", n, h,
+                         (unsigned long long)c->done);
+            cr_assert_eq(c->code, RINGD_EMISMATCH);
+            cr_assert_eq(c->fail_seq, 4);
+            cr_assert_str_eq(c->reason, "#4 differs between ranks");
+        }
+    }
+}
+
+Test(epoch, a_host_that_restarted_does_not_count_for_an_epoch_before_it)
+{
+    ring_sim r;
+    start_ring(&r, 3);
+    for (int h = 0; h < 3; h++)
+        epochs_completed(&r.h[h], 7);
+    /* Host 2 restarts: it knows nothing of the old epochs but what the
+     * handshake told it. */
+    uint32_t old = r.h[0].epoch;
+    epochs_init(&r.h[2], 3, 2);
+    epochs_raise(&r.h[2], old);
+    lap(&r, 0, EPOCH_FORM);
+    run(&r, 9);
+    assert_all_ready_in_one_epoch(&r);
+    for (int h = 0; h < 3; h++) {
+        cr_assert_eq(r.settled[h].prev_epoch, old);
+        cr_assert_eq(r.settled[h].done, 7, "host %d: the survivors' count stands", h);
+    }
+}
+
+Test(epoch, a_host_that_lost_a_rank_keeps_the_ring_waiting_and_says_for_what)
+{
+    ring_sim r;
+    start_ring(&r, 4);
+    epochs_set_members(&r.h[2], 0, "rank 2 (pid 4242) on host h2 exited");
+    lap(&r, 2, EPOCH_RESET);
+    run(&r, 13);
+    for (int h = 0; h < 4; h++) {
+        cr_assert_not(epochs_ready(&r.h[h]), "host %d is ready without rank 2", h);
+        cr_assert_eq(r.h[h].phase, RING_WAITING);
+        cr_assert(strstr(r.h[h].waiting, "rank 2 (pid 4242) on host h2 exited") != NULL, "%s",
+                  r.h[h].waiting);
+    }
+    /* A process takes its place: host 2 forms, and every host is ready. */
+    epochs_set_members(&r.h[2], 1, "");
+    lap(&r, 2, EPOCH_FORM);
+    run(&r, 17);
+    assert_all_ready_in_one_epoch(&r);
 }

@@ -23,6 +23,8 @@ static status_snapshot sample(void)
     s.eng.jobs.latency_sum_s = 130.5;
     s.eng.net.bytes_in = 1234;
     s.left_up = 1;
+    s.eng.left.state = LINK_UP;
+    s.last_error_age_ms = MSG_NO_AGE;
     return s;
 }
 
@@ -39,6 +41,31 @@ Test(metrics, render_counts_by_kind_and_outcome_and_labels_the_links)
         strstr(buf, "ringd_link_bytes_total{link=\"left\",peer=\"z\",direction=\"in\"} 1234\n"));
     cr_assert_not_null(strstr(buf, "ringd_link_up{link=\"left\",peer=\"z\"} 1\n"));
     cr_assert_not_null(strstr(buf, "# TYPE ringd_collectives_total counter\n"));
+}
+
+Test(metrics, each_link_is_in_one_state_for_so_long_and_hosts_show_their_place)
+{
+    status_snapshot s = sample();
+    s.eng.right.state = LINK_DOWN;
+    s.eng.right.refused = 1;
+    s.right_age_ms = 2500;
+    s.eng.next_seq = 42;
+    static char buf[65536];
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "ringd_link_state{link=\"left\",peer=\"z\",state=\"up\"} 1\n"));
+    cr_assert_not_null(
+        strstr(buf, "ringd_link_state{link=\"left\",peer=\"z\",state=\"down\"} 0\n"));
+    cr_assert_not_null(
+        strstr(buf, "ringd_link_state{link=\"right\",peer=\"b\",state=\"refused\"} 1\n"));
+    cr_assert_not_null(
+        strstr(buf, "ringd_link_state{link=\"right\",peer=\"b\",state=\"down\"} 0\n"));
+    cr_assert_not_null(strstr(buf, "ringd_link_state_seconds{link=\"right\",peer=\"b\"} 2.500\n"));
+    cr_assert_not_null(strstr(buf, "ringd_next_collective 42\n"));
+    /* No failure yet: no age of one. */
+    cr_assert_null(strstr(buf, "ringd_last_failure_seconds"));
+    s.last_error_age_ms = 61000;
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "ringd_last_failure_seconds 61.000\n"));
 }
 
 Test(metrics, the_latency_histogram_is_cumulative_up_to_inf)

@@ -17,7 +17,7 @@ static void decode_body(const frame_header *hdr, const uint8_t *p)
     size_t need = hdr->type == FRAME_DATA ? FRAME_DATA_HEADER_SIZE : hdr->length;
     if (hdr->type == FRAME_DATA && hdr->length < FRAME_DATA_HEADER_SIZE) need = hdr->length;
     uint8_t *body = fuzz_copy(p, need);
-    uint8_t out[FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY + FRAME_DATA_HEADER_SIZE];
+    static uint8_t out[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY];
     if (!body) return;
     switch (hdr->type) {
     case FRAME_HELLO: {
@@ -55,6 +55,26 @@ static void decode_body(const frame_header *hdr, const uint8_t *p)
         }
         break;
     }
+    case FRAME_EPOCH: {
+        frame_epoch e;
+        if (frame_decode_epoch(hdr, body, &e) == FRAME_OK) {
+            FUZZ_CHECK_STRING(e.reason);
+            FUZZ_CHECK_STRING(e.waiting);
+            if (frame_encode_epoch(out, sizeof out, &e) < 0) abort();
+        }
+        break;
+    }
+    case FRAME_COMMIT: {
+        static frame_commit c;
+        if (frame_decode_commit(hdr, body, &c) == FRAME_OK) {
+            if (c.n == 0 || c.n > FRAME_MAX_COMMIT_HOSTS) abort();
+            int n = frame_encode_commit(out, sizeof out, &c);
+            /* Canonical: the same bytes come back. */
+            if (n < 0 || (uint32_t)n != FRAME_HEADER_SIZE + hdr->length) abort();
+            if (memcmp(out + FRAME_HEADER_SIZE, body, hdr->length) != 0) abort();
+        }
+        break;
+    }
     default:
         break;
     }
@@ -73,7 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc != FRAME_OK) break;
         if (hdr.length > FRAME_MAX_BODY) abort(); /* the header check is the memory bound */
         size_t body = hdr.type == FRAME_DATA ? FRAME_DATA_HEADER_SIZE : hdr.length;
-        if (hdr.type != FRAME_DATA && hdr.length > FRAME_MAX_CONTROL_BODY) abort();
+        if (hdr.type != FRAME_DATA && hdr.type != FRAME_COMMIT &&
+            hdr.length > FRAME_MAX_CONTROL_BODY)
+            abort();
+        if (hdr.type == FRAME_COMMIT && hdr.length > FRAME_MAX_COMMIT_BODY) abort();
         if (size - pos - FRAME_HEADER_SIZE < body) break;
         decode_body(&hdr, data + pos + FRAME_HEADER_SIZE);
         /* A DATA payload follows; a link reads it straight into its buffer. */
@@ -83,8 +106,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* As one body of every type. */
-    if (size <= FRAME_MAX_CONTROL_BODY) {
-        for (int t = FRAME_HELLO; t <= FRAME_PING; t++) {
+    if (size <= FRAME_MAX_COMMIT_BODY) {
+        for (int t = FRAME_HELLO; t <= FRAME_COMMIT; t++) {
+            if (t != FRAME_COMMIT && size > FRAME_MAX_CONTROL_BODY) continue;
             frame_header hdr = {
                 .version = FRAME_VERSION, .type = (uint8_t)t, .length = (uint32_t)size};
             decode_body(&hdr, data);

@@ -35,7 +35,7 @@ static void put(const char *kind, const char *name, const uint8_t *buf, int n)
 
 static void frames(void)
 {
-    uint8_t b[FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY + 64];
+    static uint8_t b[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY + 64];
     char longest[FRAME_MAX_TEXT + 1];
     memset(longest, 'x', FRAME_MAX_TEXT);
     longest[FRAME_MAX_TEXT] = '\0';
@@ -66,6 +66,21 @@ static void frames(void)
     strcpy(a.reason, "allreduce #12 timed out");
     put("frame", "abort", b, frame_encode_abort(b, sizeof b, &a));
     put("frame", "ping", b, frame_encode_ping(b, sizeof b));
+    frame_epoch e = {.epoch = 9,
+                     .origin = 1,
+                     .phase = EPOCH_RESET,
+                     .flags = EPOCH_FLAG_GONE | EPOCH_FLAG_INCOMPLETE,
+                     .code = -16,
+                     .fail_seq = 3,
+                     .prev_epoch = 5,
+                     .done = 3};
+    strcpy(e.reason, "rank 2 (pid 4242) on host c exited");
+    strcpy(e.waiting, "rank 2 on host c");
+    put("frame", "epoch_reset", b, frame_encode_epoch(b, sizeof b, &e));
+    e.phase = EPOCH_CONFIRM;
+    put("frame", "epoch_confirm", b, frame_encode_epoch(b, sizeof b, &e));
+    static frame_commit c = {.epoch = 9, .n = 4, .done = {12, 11, 12, 13}};
+    put("frame", "commit", b, frame_encode_commit(b, sizeof b, &c));
     /* A handshake followed by traffic, as one stream. */
     int k = frame_encode_hello(b, sizeof b, &h);
     k += frame_encode_ping(b + k, sizeof b - (size_t)k);

@@ -284,6 +284,26 @@ static const char *sanitizer_report(const harness_daemon *d)
     return found;
 }
 
+/* Prints the sanitizer report in d's log, from its first line on (it may be
+ * far from the tail). */
+static void print_report(const harness_daemon *d, const char *mark)
+{
+    size_t len = 0;
+    char *buf = read_tail(d->log, LOG_SCAN_MAX, &len);
+    const char *at = buf ? strstr(buf, mark) : NULL;
+    if (at) {
+        while (at > buf && at[-1] != '\n')
+            at--;
+        int lines = 0;
+        const char *end = at;
+        while (*end && lines < 40)
+            lines += *end++ == '\n';
+        fprintf(stderr, "---- the report in %s's log:\n%.*s---- end of the report\n", d->name,
+                (int)(end - at), at);
+    }
+    free(buf);
+}
+
 /* ---- setup ------------------------------------------------------------------ */
 
 void harness_reset(harness *h)
@@ -652,6 +672,7 @@ int harness_stop(harness *h)
             if (failures++ == 0)
                 snprintf(first, sizeof first, "ringd %s (pid %d) %s", d->name, (int)d->pid, why);
             fprintf(stderr, "harness: ringd %s (pid %d) %s\n", d->name, (int)d->pid, why);
+            if (report) print_report(d, report);
             print_log_tail(d, LOG_TAIL_LINES);
         }
     }

@@ -8,14 +8,15 @@
 #   - once the link is back up the ring re-forms by itself, and 100
 #     allreduces in a row are correct on every rank (ringctl checks each).
 #
-#   tests/netns/test_link_down.sh RINGD RINGCTL
+#   tests/netns/test_link_down.sh RINGD RINGCTL IDLE_RANK
 #
 # Exit status 0 pass, 1 fail, 77 skipped (not root, or no iproute2).
 # Bounded: every wait has a deadline; the test takes about half a minute.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ringd=${1:?usage: test_link_down.sh RINGD RINGCTL}
-ringctl=${2:?usage: test_link_down.sh RINGD RINGCTL}
+ringctl=${2:?usage: test_link_down.sh RINGD RINGCTL IDLE_RANK}
+idle_rank=${3:?usage: test_link_down.sh RINGD RINGCTL IDLE_RANK}
 
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
     echo "SKIP: needs root and iproute2"
@@ -101,8 +102,13 @@ run_all() { # skip-host args...
 run_all none --count 4096 --iters 1 --warmup 0 --quiet
 for i in "${!pids[@]}"; do wait "${pids[$i]}" || fail "warm-up on h$i: $(cat "$dir/out-h$i")"; done
 
-# The survivors start a 64 MiB allreduce; the victim's rank never submits it,
-# so they are certainly in the middle of it when its link goes down.
+# The survivors start a 64 MiB allreduce; the victim's rank is there (a ring
+# lacking a rank that left is not ready) but never submits it, so they are
+# certainly in the middle of it when its link goes down.
+exec {idle_in}> >(ip netns exec "$(tb_ns $VICTIM)" "$idle_rank" "$dir/h$VICTIM.sock" \
+    >"$dir/idle" 2>&1)
+for ((k = 0; k < 200; k++)); do grep -q connected "$dir/idle" 2>/dev/null && break; sleep 0.05; done
+grep -q connected "$dir/idle" || fail "the idle rank did not connect: $(cat "$dir/idle")"
 run_all $VICTIM --count 16777216 --iters 1 --warmup 0
 for i in "${!pids[@]}"; do
     for ((k = 0; k < 600; k++)); do
@@ -124,6 +130,10 @@ for i in "${!pids[@]}"; do
         fail "h$i learned of the cut only after $after ms"
     grep -q "h$VICTIM" <<<"$out" || fail "h$i: the error does not name h$VICTIM: $out"
 done
+
+# The idle rank leaves (closing its stdin ends it): the retries below bring
+# a process in its place.
+exec {idle_in}>&-
 
 # Repair. The ring must re-form by itself; hosts that learned of the cut at
 # different times may each fail a different number of times first, and every

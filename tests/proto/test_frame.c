@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 2), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 3), as specified
  * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
@@ -18,14 +18,15 @@ typedef union {
     frame_abort abort;
     frame_auth auth;
     frame_epoch epoch;
+    frame_commit commit;
 } any_frame;
 
 /* Every frame type that has a body, and every frame type. */
-static const int body_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,
-                                 FRAME_ABORT, FRAME_AUTH,    FRAME_EPOCH};
+static const int body_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_ABORT,
+                                 FRAME_AUTH,  FRAME_EPOCH,   FRAME_COMMIT};
 #define N_BODY_TYPES (sizeof body_types / sizeof *body_types)
-static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_ABORT,
-                                FRAME_PING,  FRAME_AUTH,    FRAME_EPOCH};
+static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_ABORT,
+                                FRAME_PING,  FRAME_AUTH,    FRAME_EPOCH, FRAME_COMMIT};
 #define N_ALL_TYPES (sizeof all_types / sizeof *all_types)
 
 /* Offsets and sizes in bodies (PROTOCOL.md). */
@@ -33,6 +34,9 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_AB
 #define DATA_CRC 56
 #define DATA_DELTA 60
 #define EPOCH_PHASE 8
+#define EPOCH_FLAGS 9
+#define EPOCH_FIXED 47   /* before the reason */
+#define COMMIT_HOSTS 200 /* in sample(): a COMMIT that fits FRAME_BUF */
 #define WELCOME_TAIL (FRAME_NONCE_SIZE + FRAME_MAC_SIZE) /* after the reason */
 
 static void fill(char *dst, size_t n, char c)
@@ -74,6 +78,8 @@ static int encode_any(int type, const any_frame *f, uint8_t *buf, size_t cap)
         return frame_encode_auth(buf, cap, &f->auth);
     case FRAME_EPOCH:
         return frame_encode_epoch(buf, cap, &f->epoch);
+    case FRAME_COMMIT:
+        return frame_encode_commit(buf, cap, &f->commit);
     }
     cr_assert_fail("no encoder for type %d", type);
     return -1;
@@ -107,6 +113,9 @@ static int decode_as(int type, const frame_header *h, const uint8_t *body, size_
         break;
     case FRAME_EPOCH:
         rc = frame_decode_epoch(h, copy, &out->epoch);
+        break;
+    case FRAME_COMMIT:
+        rc = frame_decode_commit(h, copy, &out->commit);
         break;
     default:
         cr_assert_fail("no decoder for type %d", type);
@@ -180,8 +189,22 @@ static any_frame sample(int type)
         f.epoch.epoch = 0xfffffffdu;
         f.epoch.origin = 0x01020304u;
         f.epoch.phase = EPOCH_CONFIRM;
+        f.epoch.flags = EPOCH_FLAGS_ALL;
         f.epoch.code = -2147483647 - 1;
+        f.epoch.fail_seq = 0xfedcba9876543211u;
+        f.epoch.fail_class = 0xfe;
+        f.epoch.fail_origin = 0xa1a2a3a4u;
+        f.epoch.prev_epoch = 0xfffffff9u;
+        f.epoch.done = 0x8000000000000003u;
+        f.epoch.top = 0x8000000000000005u;
         fill(f.epoch.reason, FRAME_MAX_TEXT, 'e');
+        fill(f.epoch.waiting, FRAME_MAX_WAITING, 'w');
+        break;
+    case FRAME_COMMIT:
+        f.commit.epoch = 0xfffffffbu;
+        f.commit.n = COMMIT_HOSTS;
+        for (int i = 0; i < COMMIT_HOSTS; i++)
+            f.commit.done[i] = 0xfffffff000000000u + (uint64_t)i * 0x10001u;
         break;
     }
     return f;
@@ -215,8 +238,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 2);
-    cr_assert_eq(FRAME_VERSION, 2);
+    cr_assert_eq(h.version, 3);
+    cr_assert_eq(FRAME_VERSION, 3);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -327,19 +350,62 @@ Test(frame, epoch_round_trips_every_field)
     frame_header h;
     int n = encode_sample(FRAME_EPOCH, buf, sizeof buf, &h);
 
-    cr_assert_eq(n, FRAME_HEADER_SIZE + 13 + 2 + FRAME_MAX_TEXT);
+    cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING);
     cr_assert_eq(h.type, FRAME_EPOCH);
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
     cr_assert_eq(out.epoch.epoch, in.epoch.epoch);
     cr_assert_eq(out.epoch.origin, in.epoch.origin);
     cr_assert_eq(out.epoch.phase, in.epoch.phase);
+    cr_assert_eq(out.epoch.flags, in.epoch.flags);
     cr_assert_eq(out.epoch.code, in.epoch.code);
+    cr_assert_eq(out.epoch.fail_seq, in.epoch.fail_seq);
+    cr_assert_eq(out.epoch.fail_class, in.epoch.fail_class);
+    cr_assert_eq(out.epoch.fail_origin, in.epoch.fail_origin);
+    cr_assert_eq(out.epoch.prev_epoch, in.epoch.prev_epoch);
+    cr_assert_eq(out.epoch.done, in.epoch.done);
+    cr_assert_eq(out.epoch.top, in.epoch.top);
     cr_assert_str_eq(out.epoch.reason, in.epoch.reason);
+    cr_assert_str_eq(out.epoch.waiting, in.epoch.waiting);
+}
+
+Test(frame, commit_round_trips_every_count)
+{
+    any_frame in = sample(FRAME_COMMIT), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = encode_sample(FRAME_COMMIT, buf, sizeof buf, &h);
+
+    cr_assert_eq(n, FRAME_HEADER_SIZE + 14 + 4 * COMMIT_HOSTS);
+    cr_assert_eq(h.type, FRAME_COMMIT);
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
+    cr_assert_eq(out.commit.epoch, in.commit.epoch);
+    cr_assert_eq(out.commit.n, COMMIT_HOSTS);
+    cr_assert_arr_eq(out.commit.done, in.commit.done, COMMIT_HOSTS * sizeof *in.commit.done);
+}
+
+Test(frame, commit_counts_as_many_hosts_as_a_ring_may_have)
+{
+    static frame_commit in, out;
+    static uint8_t buf[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY];
+    frame_header h;
+
+    in.n = FRAME_MAX_COMMIT_HOSTS;
+    for (int i = 0; i < FRAME_MAX_COMMIT_HOSTS; i++)
+        in.done[i] = 1000 + (uint64_t)(i % 7);
+    cr_assert_eq(frame_encode_commit(buf, sizeof buf, &in), sizeof buf);
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_commit(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_arr_eq(out.done, in.done, sizeof in.done);
+
+    in.n = FRAME_MAX_COMMIT_HOSTS + 1;
+    cr_assert_eq(frame_encode_commit(buf, sizeof buf, &in), FRAME_ESPACE);
+    in.n = 0;
+    cr_assert_eq(frame_encode_commit(buf, sizeof buf, &in), FRAME_ESPACE);
 }
 
 Test(frame, epoch_round_trips_every_phase)
 {
-    static const int phases[] = {EPOCH_BREAK, EPOCH_FORM, EPOCH_CONFIRM};
+    static const int phases[] = {EPOCH_BREAK, EPOCH_FORM, EPOCH_CONFIRM, EPOCH_RESET};
 
     for (size_t i = 0; i < sizeof phases / sizeof *phases; i++) {
         frame_epoch in = {.epoch = 9, .origin = 1, .phase = (uint8_t)phases[i]}, out;
@@ -357,7 +423,7 @@ Test(frame, epoch_round_trips_every_phase)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 2, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 3, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -383,7 +449,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 65, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 65, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -408,7 +474,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -453,7 +519,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -469,16 +535,34 @@ Test(frame, auth_has_the_documented_byte_layout)
 
 Test(frame, epoch_has_the_documented_byte_layout)
 {
-    frame_epoch in = {
-        .epoch = 0x01020304, .origin = 5, .phase = EPOCH_BREAK, .code = -8, .reason = "lost"};
+    frame_epoch in = {.epoch = 0x01020304,
+                      .origin = 5,
+                      .phase = EPOCH_RESET,
+                      .flags = EPOCH_FLAG_GONE | EPOCH_FLAG_INCOMPLETE,
+                      .code = -8,
+                      .fail_seq = 0x1112131415161718u,
+                      .fail_class = 1,
+                      .fail_origin = 0x21222324u,
+                      .prev_epoch = 0x31323334u,
+                      .done = 0x4142434445464748u,
+                      .top = 0x5152535455565758u,
+                      .reason = "lost",
+                      .waiting = "r3"};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_EPOCH, 0, 0, 0, 0, 0, 19, /* header */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_EPOCH, 0, 0, 0, 0, 0, 57, /* header */
         1, 2, 3, 4,                                                /* epoch */
         0, 0, 0, 5,                                                /* origin */
-        EPOCH_BREAK,                                               /* phase */
+        EPOCH_RESET, 0x03,                                         /* phase, flags */
         0xff, 0xff, 0xff, 0xf8,                                    /* code: -8 */
+        0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,            /* fail_seq */
+        1,                                                         /* fail_class */
+        0x21, 0x22, 0x23, 0x24,                                    /* fail_origin */
+        0x31, 0x32, 0x33, 0x34,                                    /* prev_epoch */
+        0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,            /* done */
+        0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,            /* top */
         0, 4, 'l', 'o', 's', 't',                                  /* reason */
+        0, 2, 'r', '3',                                            /* waiting */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -486,7 +570,32 @@ Test(frame, epoch_has_the_documented_byte_layout)
     cr_assert_eq(EPOCH_BREAK, 1);
     cr_assert_eq(EPOCH_FORM, 2);
     cr_assert_eq(EPOCH_CONFIRM, 3);
+    cr_assert_eq(EPOCH_RESET, 4);
+    cr_assert_eq(EPOCH_FLAG_GONE, 0x01);
+    cr_assert_eq(EPOCH_FLAG_INCOMPLETE, 0x02);
+    cr_assert_eq(EPOCH_FLAG_DONE_UNKNOWN, 0x04);
     cr_assert_eq(frame_encode_epoch(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(frame, commit_has_the_documented_byte_layout)
+{
+    /* Counts travel as the least and each host's excess over it. */
+    frame_commit in = {
+        .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
+    /* clang-format off */
+    const uint8_t want[] = {
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        1, 2, 3, 4,                                                 /* epoch */
+        0, 3,                                                       /* hosts */
+        0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
+        0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 1, 0,                     /* each one's excess */
+    };
+    /* clang-format on */
+    uint8_t buf[FRAME_BUF];
+
+    cr_assert_eq(FRAME_COMMIT, 8);
+    cr_assert_eq(frame_encode_commit(buf, sizeof buf, &in), sizeof want);
     cr_assert_arr_eq(buf, want, sizeof want);
 }
 
@@ -510,7 +619,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -670,11 +779,13 @@ Test(frame, encoder_truncates_strings_to_their_limit)
     cr_assert_eq(strlen(out.reason), FRAME_MAX_TEXT);
 
     memset(ein.reason, 'x', sizeof ein.reason);
+    memset(ein.waiting, 'y', sizeof ein.waiting);
     cr_assert_eq(frame_encode_epoch(buf, sizeof buf, &ein),
-                 FRAME_HEADER_SIZE + 13 + 2 + FRAME_MAX_TEXT);
+                 FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &eout), FRAME_OK);
     cr_assert_eq(strlen(eout.reason), FRAME_MAX_TEXT);
+    cr_assert_eq(strlen(eout.waiting), FRAME_MAX_WAITING);
 }
 
 Test(frame, encoders_refuse_a_short_buffer_without_writing_past_it)
@@ -763,7 +874,7 @@ Test(frame, reports_other_version_before_unknown_type)
 
 Test(frame, rejects_unknown_type)
 {
-    static const uint8_t bad[] = {0, FRAME_EPOCH + 1, 0x80, 0xff};
+    static const uint8_t bad[] = {0, FRAME_COMMIT + 1, 0x80, 0xff};
     uint8_t buf[FRAME_BUF];
     frame_header h;
     int n = frame_encode_ping(buf, sizeof buf);
@@ -798,6 +909,9 @@ Test(frame, rejects_control_length_over_limit)
         cr_assert_eq(header_with_length(types[i], FRAME_MAX_CONTROL_BODY + 1), FRAME_ELENGTH);
         cr_assert_eq(header_with_length(types[i], UINT32_MAX), FRAME_ELENGTH);
     }
+    /* A COMMIT counts up to FRAME_MAX_COMMIT_HOSTS hosts. */
+    cr_assert_eq(header_with_length(FRAME_COMMIT, FRAME_MAX_COMMIT_BODY), FRAME_OK);
+    cr_assert_eq(header_with_length(FRAME_COMMIT, FRAME_MAX_COMMIT_BODY + 1), FRAME_ELENGTH);
 }
 
 Test(frame, rejects_data_length_outside_fixed_part_and_max_body)
@@ -912,12 +1026,12 @@ Test(frame, rejects_string_over_its_limit)
     cr_assert_eq(frame_decode_abort(&h, buf + FRAME_HEADER_SIZE, &a), FRAME_EMALFORMED);
 
     /* EPOCH's fixed part needs a valid phase to get as far as its reason. */
-    body_with_string(buf, FRAME_EPOCH, 13, FRAME_MAX_TEXT, 0);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT, 2);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
 
-    body_with_string(buf, FRAME_EPOCH, 13, FRAME_MAX_TEXT + 1, 0);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT + 1, 2);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
@@ -1014,7 +1128,7 @@ Test(frame, rejects_data_with_nonzero_reserved_bytes)
 
 Test(frame, rejects_epoch_with_an_unknown_phase)
 {
-    static const uint8_t bad[] = {0, EPOCH_CONFIRM + 1, 0x7f, 0x80, 0xff};
+    static const uint8_t bad[] = {0, EPOCH_RESET + 1, 0x7f, 0x80, 0xff};
     any_frame in = sample(FRAME_EPOCH), out;
     uint8_t buf[FRAME_BUF];
     frame_header h;
@@ -1026,6 +1140,66 @@ Test(frame, rejects_epoch_with_an_unknown_phase)
         buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = bad[i];
         cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED,
                      "phase %d", bad[i]);
+    }
+}
+
+Test(frame, rejects_epoch_with_an_unknown_flag)
+{
+    static const uint8_t bad[] = {0x08, 0x10, 0x80, 0xff};
+    any_frame in = sample(FRAME_EPOCH), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_epoch(buf, sizeof buf, &in.epoch);
+
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(buf[FRAME_HEADER_SIZE + EPOCH_FLAGS], EPOCH_FLAGS_ALL);
+    for (size_t i = 0; i < sizeof bad; i++) {
+        buf[FRAME_HEADER_SIZE + EPOCH_FLAGS] = bad[i];
+        cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED,
+                     "flags 0x%02x", bad[i]);
+    }
+}
+
+Test(frame, rejects_commit_whose_base_is_not_the_least_count)
+{
+    /* base 2, excesses 1 and 3: the same counts as base 3, excesses 0 and
+     * 2, which is the only form an encoder writes. */
+    static const uint8_t body[] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0,
+                                   0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3};
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    any_frame out;
+
+    frame_encode_ping(buf, sizeof buf);
+    buf[5] = FRAME_COMMIT;
+    buf[11] = sizeof body;
+    memcpy(buf + FRAME_HEADER_SIZE, body, sizeof body);
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED);
+    buf[FRAME_HEADER_SIZE + 13] = 3; /* base 3: excesses 1 and 3 still */
+    buf[FRAME_HEADER_SIZE + 17] = 0; /* now 0 and 3 */
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
+    cr_assert_eq(out.commit.done[0], 3);
+    cr_assert_eq(out.commit.done[1], 6);
+}
+
+Test(frame, rejects_commit_whose_host_count_disagrees_with_its_length)
+{
+    any_frame in = sample(FRAME_COMMIT), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_commit(buf, sizeof buf, &in.commit);
+    size_t hosts = FRAME_HEADER_SIZE + 4;
+
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    /* One host more or fewer than the body holds, none, and too many. */
+    static const uint16_t bad[] = {COMMIT_HOSTS + 1, COMMIT_HOSTS - 1, 0,
+                                   FRAME_MAX_COMMIT_HOSTS + 1};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        buf[hosts] = (uint8_t)(bad[i] >> 8);
+        buf[hosts + 1] = (uint8_t)bad[i];
+        cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED,
+                     "%u hosts", bad[i]);
     }
 }
 
@@ -1144,10 +1318,26 @@ static int rnd_frame(any_frame *f)
     case FRAME_EPOCH:
         f->epoch.epoch = (uint32_t)rnd();
         f->epoch.origin = (uint32_t)rnd();
-        f->epoch.phase = (uint8_t)(EPOCH_BREAK + rnd() % 3);
+        f->epoch.phase = (uint8_t)(EPOCH_BREAK + rnd() % 4);
+        f->epoch.flags = (uint8_t)(rnd() & EPOCH_FLAGS_ALL);
         f->epoch.code = (int32_t)(rnd() % 32) - 16;
+        f->epoch.fail_seq = rnd();
+        f->epoch.fail_class = (uint8_t)rnd();
+        f->epoch.fail_origin = (uint32_t)rnd();
+        f->epoch.prev_epoch = (uint32_t)rnd();
+        f->epoch.done = rnd();
+        f->epoch.top = rnd();
         rnd_str(f->epoch.reason, FRAME_MAX_TEXT);
+        rnd_str(f->epoch.waiting, FRAME_MAX_WAITING);
         break;
+    case FRAME_COMMIT: {
+        uint64_t base = rnd() >> 1;
+        f->commit.epoch = (uint32_t)rnd();
+        f->commit.n = (uint16_t)(1 + rnd() % COMMIT_HOSTS);
+        for (int i = 0; i < f->commit.n; i++)
+            f->commit.done[i] = base + rnd() % 4;
+        break;
+    }
     }
     return type;
 }
@@ -1158,7 +1348,9 @@ Test(frame, survives_random_corruption_of_valid_frames)
 
     for (int iter = 0; iter < 100000; iter++) {
         /* Zeros after the frame stand for whatever the peer sends next. */
-        uint8_t buf[FRAME_BUF] = {0}, again[FRAME_BUF];
+        /* A corrupted length may claim a COMMIT's largest body. */
+        uint8_t buf[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY] = {0},
+            again[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY];
         any_frame f, out;
         frame_header h, h2;
         int type = rnd_frame(&f);
@@ -1202,8 +1394,8 @@ Test(frame, survives_random_corruption_of_valid_frames)
 
 Test(frame, every_error_has_its_own_message)
 {
-    static const int codes[] = {FRAME_OK,     FRAME_EAGAIN,  FRAME_EMAGIC,     FRAME_EVERSION,
-                                FRAME_ETYPE,  FRAME_ELENGTH, FRAME_EMALFORMED, FRAME_ESPACE};
+    static const int codes[] = {FRAME_OK,    FRAME_EAGAIN,  FRAME_EMAGIC,     FRAME_EVERSION,
+                                FRAME_ETYPE, FRAME_ELENGTH, FRAME_EMALFORMED, FRAME_ESPACE};
     const int n = sizeof codes / sizeof *codes;
     for (int a = 0; a < n; a++) {
         cr_assert_neq(strcmp(frame_strerror(codes[a]), frame_strerror(-1)), 0, "error %d",
@@ -1239,6 +1431,7 @@ Test(frame, every_type_has_a_name)
     cr_assert_str_eq(frame_type_name(FRAME_PING), "PING");
     cr_assert_str_eq(frame_type_name(FRAME_AUTH), "AUTH");
     cr_assert_str_eq(frame_type_name(FRAME_EPOCH), "EPOCH");
+    cr_assert_str_eq(frame_type_name(FRAME_COMMIT), "COMMIT");
     cr_assert_str_eq(frame_type_name(0), "UNKNOWN");
-    cr_assert_str_eq(frame_type_name(FRAME_EPOCH + 1), "UNKNOWN");
+    cr_assert_str_eq(frame_type_name(FRAME_COMMIT + 1), "UNKNOWN");
 }

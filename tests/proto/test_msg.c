@@ -10,6 +10,10 @@
 #include "proto/msg.h"
 
 #define MSG_BUF (MSG_HEADER_SIZE + MSG_MAX_BODY)
+/* STATUS after its recent collectives (version 2): two link reasons, four
+ * ages and next_seq, waiting, and the host counts, each string and count
+ * at its longest. */
+#define STATUS_V2_TAIL (2 * (2 + MSG_MAX_REASON) + 32 + 2 + MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE)
 
 typedef union {
     msg_hello hello;
@@ -201,6 +205,16 @@ static any_msg sample(int type)
                                               .spread_us = 7u * (unsigned)i};
             snprintf(m.status.recent[i].last, sizeof m.status.recent[i].last, "h%d", i);
         }
+        fill(m.status.left_reason, MSG_MAX_REASON, 'l');
+        fill(m.status.right_reason, MSG_MAX_REASON, 'r');
+        m.status.left_age_ms = 0x6162636465666768u;
+        m.status.right_age_ms = 0x7172737475767778u;
+        m.status.last_error_age_ms = MSG_NO_AGE;
+        m.status.next_seq = 0x8182838485868788u;
+        fill(m.status.waiting, MSG_MAX_WAITING, 'w');
+        m.status.n_done = MSG_MAX_DONE;
+        for (int i = 0; i < MSG_MAX_DONE; i++)
+            m.status.done[i] = 0x9000000000000000u + (unsigned)i;
         break;
     }
     return m;
@@ -321,9 +335,9 @@ Test(msg, status_round_trips_every_field)
     any_msg in = sample(MSG_STATUS), out;
     const msg_status *a = &in.status, *b = &out.status;
 
-    cr_assert_eq(round_trip(MSG_STATUS, &in, &out), MSG_HEADER_SIZE + 80 + 4 * (2 + MSG_MAX_NAME) +
-                                                        2 + MSG_MAX_TEXT + 33 +
-                                                        (30 + 2 + 2 + 8) * MSG_MAX_RECENT);
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out),
+                 MSG_HEADER_SIZE + 80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 +
+                     (30 + 2 + 2 + 8) * MSG_MAX_RECENT + STATUS_V2_TAIL);
     cr_assert_eq(b->id, a->id);
     cr_assert_str_eq(b->cluster, a->cluster);
     cr_assert_str_eq(b->host, a->host);
@@ -358,6 +372,15 @@ Test(msg, status_round_trips_every_field)
         cr_assert_str_eq(b->recent[i].last, a->recent[i].last);
         cr_assert_eq(b->recent[i].spread_us, a->recent[i].spread_us);
     }
+    cr_assert_str_eq(b->left_reason, a->left_reason);
+    cr_assert_str_eq(b->right_reason, a->right_reason);
+    cr_assert_eq(b->left_age_ms, a->left_age_ms);
+    cr_assert_eq(b->right_age_ms, a->right_age_ms);
+    cr_assert_eq(b->last_error_age_ms, a->last_error_age_ms);
+    cr_assert_eq(b->next_seq, a->next_seq);
+    cr_assert_str_eq(b->waiting, a->waiting);
+    cr_assert_eq(b->n_done, a->n_done);
+    cr_assert_arr_eq(b->done, a->done, sizeof a->done);
 }
 
 Test(msg, status_rejects_more_recent_collectives_than_it_can_hold)
@@ -369,7 +392,21 @@ Test(msg, status_rejects_more_recent_collectives_than_it_can_hold)
     cr_assert_gt(n, 0);
     /* n_recent is the byte before the 8 entries that end the body: 30 bytes
      * each, then a 2-byte host name ("h0".."h7") and its spread. */
-    buf[n - (30 + 2 + 2 + 8) * MSG_MAX_RECENT - 1] = MSG_MAX_RECENT + 1;
+    buf[n - STATUS_V2_TAIL - (30 + 2 + 2 + 8) * MSG_MAX_RECENT - 1] = MSG_MAX_RECENT + 1;
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(msg_decode_status(&h, buf + MSG_HEADER_SIZE, &out.status), MSG_EMALFORMED);
+}
+
+Test(msg, status_rejects_more_host_counts_than_it_can_hold)
+{
+    any_msg in = sample(MSG_STATUS), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
+    cr_assert_gt(n, 0);
+    /* n_done is the byte before the 64 counts that end the body. */
+    cr_assert_eq(buf[n - 8 * MSG_MAX_DONE - 1], MSG_MAX_DONE);
+    buf[n - 8 * MSG_MAX_DONE - 1] = MSG_MAX_DONE + 1;
     cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
     cr_assert_eq(msg_decode_status(&h, buf + MSG_HEADER_SIZE, &out.status), MSG_EMALFORMED);
 }
@@ -379,7 +416,8 @@ Test(msg, empty_strings_round_trip)
     any_msg in, out;
 
     memset(&in, 0, sizeof in);
-    cr_assert_eq(round_trip(MSG_STATUS, &in, &out), MSG_HEADER_SIZE + 80 + 5 * 2 + 33);
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out),
+                 MSG_HEADER_SIZE + 80 + 5 * 2 + 33 + 3 * 2 + 32 + 1);
     cr_assert_str_eq(out.status.cluster, "");
     cr_assert_str_eq(out.status.last_error, "");
 }
@@ -389,7 +427,7 @@ Test(msg, hello_has_the_documented_byte_layout)
     msg_hello in = {.flags = MSG_HELLO_OBSERVER, .local_rank = -1, .pid = 0x01020304};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 1, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
+        0x52, 0x47, 0x44, 0x43, 2, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
         0, 0, 0, 1,                                              /* flags */
         0xff, 0xff, 0xff, 0xff,                                  /* local_rank */
         1, 2, 3, 4,                                              /* pid */
@@ -416,7 +454,7 @@ Test(msg, collective_has_the_documented_byte_layout)
                          .name = "g"};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 1, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 51, /* header */
+        0x52, 0x47, 0x44, 0x43, 2, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 51, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                       /* id */
         1, 6, 1, 0,                                     /* kind, dtype, op, reserved */
         0x11, 0x12, 0x13, 0x14,                         /* region */

@@ -1059,8 +1059,10 @@ static bool find_link(const char *out, const char *side, char *name, size_t name
             const char *colon = memchr(q, ':', n - (size_t)(q - p));
             if (!colon) return false;
             snprintf(name, namelen, "%.*s", (int)(colon - q), q);
+            /* "up for 2m 3s", "down for 5s: connection refused": the first word. */
             const char *v = colon + 1 + strspn(colon + 1, " ");
-            snprintf(state, statelen, "%.*s", (int)(p + n - v), v);
+            size_t w = strcspn(v, " :\n");
+            snprintf(state, statelen, "%.*s", (int)w, v);
             return true;
         }
         p = p[n] ? p + n + 1 : NULL;
@@ -1091,7 +1093,7 @@ Test(ringctl, status_shows_both_neighbours_up_on_a_formed_ring)
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ringctl status on %s failed: %s",
                   H.d[i].name, err);
         /* The left neighbour of hi is h(i-1), the right one h(i+1), mod N;
-         * ringctl prints them as "left  h2: up" and "right h1: up". */
+         * ringctl prints them as "left  h2: up for 3s" and "right h1: up for 3s". */
         const char *sides[2] = {"left", "right"};
         const char *names[2] = {H.d[(i + N - 1) % N].name, H.d[(i + 1) % N].name};
         for (int s = 0; s < 2; s++) {
