@@ -20,6 +20,7 @@ typedef struct {
     uint64_t breaks;              /* links lost (either end) */
     uint64_t auth_failures;       /* peers refused for a wrong or missing key */
     uint64_t checksum_errors;     /* DATA payloads with a bad CRC32C */
+    uint64_t tag_errors;          /* keyed links: frames with a wrong tag */
 } net_stats;
 
 /* Where the links and the listener of one engine live; owned by the engine

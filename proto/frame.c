@@ -16,7 +16,7 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 
 /* Largest bodies the encoders can produce: they must fit the limits that
  * frame_decode_header() enforces, or a peer would refuse our own frames. */
-#define HELLO_MAX_BODY (16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME + FRAME_NONCE_SIZE + 10)
+#define HELLO_MAX_BODY (16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME + FRAME_NONCE_SIZE + 11)
 #define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT + FRAME_NONCE_SIZE + FRAME_MAC_SIZE)
 #define ABORT_MAX_BODY (16 + 2 + FRAME_MAX_TEXT)
 #define AUTH_BODY FRAME_MAC_SIZE
@@ -163,6 +163,7 @@ int frame_encode_hello(uint8_t *buf, size_t cap, const frame_hello *h)
     wr_u8(&w, h->stream);
     wr_u8(&w, h->streams);
     wr_u64(&w, h->session);
+    wr_u8(&w, h->cipher);
     return finish(&w, FRAME_HELLO, (uint16_t)(hello_flags() | (h->auth ? FRAME_FLAG_AUTH : 0)),
                   body_len(&w));
 }
@@ -270,6 +271,7 @@ int frame_decode_hello(const frame_header *hdr, const uint8_t *body, frame_hello
     out->stream = rd_u8(&r);
     out->streams = rd_u8(&r);
     out->session = rd_u64(&r);
+    out->cipher = rd_u8(&r);
     if (out->stream >= (out->streams ? out->streams : 1)) r.bad = 1; /* 0 streams: 1 */
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 2
+#define FRAME_VERSION 3
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -33,6 +33,8 @@
 #define FRAME_FLAG_LITTLE_ENDIAN 0x0001 /* HELLO: the sender stores elements little-endian */
 #define FRAME_FLAG_AUTH 0x0002          /* HELLO, WELCOME: the sender has a cluster key */
 #define FRAME_FLAG_CRC 0x0004           /* DATA: crc holds the payload's CRC32C */
+#define FRAME_FLAG_TAG 0x0008 /* every frame of a keyed link: tags follow (FRAME_TAG_SIZE) */
+#define FRAME_TAG_SIZE 16     /* an AEAD tag: after the body, and after a DATA payload */
 
 typedef enum {
     FRAME_HELLO = 1,   /* connector -> acceptor: who I am, who I think you are */
@@ -64,6 +66,8 @@ typedef struct {
     uint8_t streams;                 /* TCP streams per link, as configured by the sender
                                         (0 reads as 1) */
     uint64_t session;                /* the same on every stream of one link */
+    uint8_t cipher;                  /* with a key: 0 MAC only, 1 aes-256-gcm,
+                                        2 chacha20-poly1305 (auth_cipher) */
 } frame_hello;
 
 typedef struct {

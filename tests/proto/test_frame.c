@@ -29,7 +29,7 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA, FRAME_AB
 #define N_ALL_TYPES (sizeof all_types / sizeof *all_types)
 
 /* Offsets and sizes in bodies (PROTOCOL.md). */
-#define HELLO_STREAMS 10 /* stream, streams, session */
+#define HELLO_STREAMS 11 /* stream, streams, session, cipher */
 #define DATA_CRC 56
 #define DATA_DELTA 60
 #define EPOCH_PHASE 8
@@ -215,8 +215,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 2);
-    cr_assert_eq(FRAME_VERSION, 2);
+    cr_assert_eq(h.version, 3);
+    cr_assert_eq(FRAME_VERSION, 3);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -357,7 +357,7 @@ Test(frame, epoch_round_trips_every_phase)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 2, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 3, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -379,11 +379,12 @@ Test(frame, hello_has_the_documented_byte_layout)
                       .auth = 1,
                       .stream = 1,
                       .streams = 3,
-                      .session = 0x1112131415161718u};
+                      .session = 0x1112131415161718u,
+                      .cipher = 2};
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 65, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -393,6 +394,7 @@ Test(frame, hello_has_the_documented_byte_layout)
         0xb8, 0xb9, 0xba, 0xbb, 0xbc, 0xbd, 0xbe, 0xbf,
         1, 3,                                                           /* stream, streams */
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,                 /* session */
+        2,                                                              /* cipher */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -408,7 +410,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -453,7 +455,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -473,7 +475,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
         .epoch = 0x01020304, .origin = 5, .phase = EPOCH_BREAK, .code = -8, .reason = "lost"};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_EPOCH, 0, 0, 0, 0, 0, 19, /* header */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_EPOCH, 0, 0, 0, 0, 0, 19, /* header */
         1, 2, 3, 4,                                                /* epoch */
         0, 0, 0, 5,                                                /* origin */
         EPOCH_BREAK,                                               /* phase */
@@ -510,7 +512,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 2, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
