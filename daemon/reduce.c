@@ -414,6 +414,116 @@ F16C_TARGET static void f16c_div(void *restrict buf_, size_t count, double divis
 }
 #endif /* __x86_64__ */
 
+/* ---- Narrow wire types ------------------------------------------------- */
+
+/* A float32 collective with a wire type travels as bfloat16 or float16: each
+ * hop widens what it receives, combines it with its own float32 value in
+ * float32, and rounds the result once to the wire type to send it on
+ * (NaN as the default NaN, as in the kernels above). The loops are the
+ * portable converters', in blocks, so that they vectorise. */
+#define WIRE_LOOP(n, BODY)                                                                         \
+    do {                                                                                           \
+        const size_t w_ = BLOCK_BYTES / sizeof(float);                                             \
+        size_t i_ = 0;                                                                             \
+        for (; i_ + w_ <= (n); i_ += w_)                                                           \
+            UNROLL_BLOCK                                                                           \
+            for (size_t i = i_; i < i_ + w_; i++)                                                  \
+                BODY;                                                                              \
+        for (size_t i = i_; i < (n); i++)                                                          \
+            BODY;                                                                                  \
+    } while (0)
+
+/* seg[i] = store(own[i] OP load(seg[i])) */
+typedef void wire_fold_fn(uint16_t *restrict seg, const float *restrict own, size_t n);
+
+#define WIRE_FOLD(name, LOAD, STORE, OP)                                                           \
+    static void name(uint16_t *restrict seg, const float *restrict own, size_t n)                  \
+    {                                                                                              \
+        WIRE_LOOP(n, seg[i] = (uint16_t)STORE(OP(own[i], LOAD(seg[i]))));                          \
+    }
+
+WIRE_FOLD(bf16_wire_sum, bf16_to_float, bf16_store, ADD)
+WIRE_FOLD(bf16_wire_prod, bf16_to_float, bf16_store, MUL)
+WIRE_FOLD(bf16_wire_min, bf16_to_float, bf16_store, FMIN)
+WIRE_FOLD(bf16_wire_max, bf16_to_float, bf16_store, FMAX)
+WIRE_FOLD(f16_wire_sum, half_to_float, half_store, ADD)
+WIRE_FOLD(f16_wire_prod, half_to_float, half_store, MUL)
+WIRE_FOLD(f16_wire_min, half_to_float, half_store, FMIN)
+WIRE_FOLD(f16_wire_max, half_to_float, half_store, FMAX)
+
+static wire_fold_fn *const wire_folds[2][RINGD_OP_COUNT] = {
+    {[RINGD_SUM] = bf16_wire_sum,
+     [RINGD_MEAN] = bf16_wire_sum,
+     [RINGD_WMEAN] = bf16_wire_sum,
+     [RINGD_MIN] = bf16_wire_min,
+     [RINGD_MAX] = bf16_wire_max,
+     [RINGD_PROD] = bf16_wire_prod},
+    {[RINGD_SUM] = f16_wire_sum,
+     [RINGD_MEAN] = f16_wire_sum,
+     [RINGD_WMEAN] = f16_wire_sum,
+     [RINGD_MIN] = f16_wire_min,
+     [RINGD_MAX] = f16_wire_max,
+     [RINGD_PROD] = f16_wire_prod},
+};
+
+static int is_bf16(ringd_dtype wire)
+{
+    return wire == RINGD_BFLOAT16;
+}
+
+int reduce_wire_check(ringd_dtype dtype, ringd_op op, ringd_dtype wire)
+{
+    if (dtype != RINGD_FLOAT32 || (wire != RINGD_BFLOAT16 && wire != RINGD_FLOAT16)) return RINGD_EINVAL;
+    return reduce_check(dtype, op);
+}
+
+void reduce_wire_pack(ringd_dtype wire, void *dst, const float *src, size_t n)
+{
+    uint16_t *restrict d = dst;
+    const float *restrict s = src;
+    if (is_bf16(wire))
+        WIRE_LOOP(n, d[i] = (uint16_t)bf16_store(s[i]));
+    else
+        WIRE_LOOP(n, d[i] = (uint16_t)half_store(s[i]));
+}
+
+void reduce_wire_unpack(ringd_dtype wire, float *dst, const void *src, size_t n)
+{
+    float *restrict d = dst;
+    const uint16_t *restrict s = src;
+    if (is_bf16(wire))
+        WIRE_LOOP(n, d[i] = bf16_to_float(s[i]));
+    else
+        WIRE_LOOP(n, d[i] = half_to_float(s[i]));
+}
+
+void reduce_wire_round(ringd_dtype wire, void *dst, float *src, size_t n)
+{
+    reduce_wire_pack(wire, dst, src, n);
+    reduce_wire_unpack(wire, src, dst, n);
+}
+
+void reduce_wire_fold(ringd_dtype wire, ringd_op op, void *seg, const float *own, size_t n)
+{
+    assert(reduce_wire_check(RINGD_FLOAT32, op, wire) == 0);
+    wire_folds[!is_bf16(wire)][op](seg, own, n);
+}
+
+void reduce_wire_complete(ringd_dtype wire, ringd_op op, void *seg, float *own, size_t n,
+                          double divisor)
+{
+    uint16_t *restrict s = seg;
+    const float k = (float)divisor;
+    reduce_wire_fold(wire, op, seg, own, n);
+    if (op == RINGD_MEAN || op == RINGD_WMEAN) {
+        if (is_bf16(wire))
+            WIRE_LOOP(n, s[i] = (uint16_t)bf16_store(bf16_to_float(s[i]) / k));
+        else
+            WIRE_LOOP(n, s[i] = (uint16_t)half_store(half_to_float(s[i]) / k));
+    }
+    reduce_wire_unpack(wire, own, seg, n);
+}
+
 /* ---- Dispatch ---------------------------------------------------------- */
 
 /* MEAN and WMEAN reduce as SUM. A NULL entry is an op that does not apply to the dtype.
