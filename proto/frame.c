@@ -200,7 +200,7 @@ int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
     wr_u64(&w, d->count);
     wr_u64(&w, d->offset);
     wr_u8(&w, d->kind);
-    wr_u8(&w, 0); /* reserved */
+    wr_u8(&w, d->wire);
     wr_u16(&w, d->name_tag);
     wr_u32(&w, d->root);
     wr_f64(&w, d->wsum);
@@ -305,7 +305,8 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
     out->count = rd_u64(&r);
     out->offset = rd_u64(&r);
     out->kind = rd_u8(&r);
-    if (rd_u8(&r) != 0) r.bad = 1; /* reserved */
+    out->wire = rd_u8(&r);
+    if (out->wire != 0 && out->wire != 2 && out->wire != 3) r.bad = 1; /* ringd_wire */
     out->name_tag = rd_u16(&r);
     out->root = rd_u32(&r);
     out->wsum = rd_f64(&r);

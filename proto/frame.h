@@ -110,6 +110,9 @@ typedef struct {
     uint64_t count;    /* elements in the whole collective buffer */
     uint64_t offset;   /* byte offset of the payload within its chunk */
     uint8_t kind;      /* ringd_coll of the collective */
+    uint8_t wire;      /* float32 travelling narrow: RINGD_WIRE_BFLOAT16 or
+                          RINGD_WIRE_FLOAT16 (then offset and length count wire
+                          bytes); else 0 */
     uint16_t name_tag; /* 16 bits of a hash of the collective's name; 0: unnamed */
     uint32_t root;     /* BROADCAST: the root rank; else 0 */
     double wsum;       /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */

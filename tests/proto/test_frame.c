@@ -992,9 +992,9 @@ Test(frame, accepts_data_with_an_empty_payload)
     cr_assert_eq(out.data.length, 0);
 }
 
-Test(frame, rejects_data_with_nonzero_reserved_bytes)
+Test(frame, data_takes_the_wire_types_and_refuses_other_values_after_kind)
 {
-    /* The byte after kind. */
+    /* The byte after kind: 0, or RINGD_WIRE_BFLOAT16 (2) or RINGD_WIRE_FLOAT16 (3). */
     static const size_t reserved[] = {41};
     any_frame in = sample(FRAME_DATA), out;
     uint8_t buf[FRAME_BUF];
@@ -1004,7 +1004,13 @@ Test(frame, rejects_data_with_nonzero_reserved_bytes)
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out.data), FRAME_OK);
     for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++) {
+        for (int v = 2; v <= 3; v++) {
+            buf[FRAME_HEADER_SIZE + reserved[i]] = (uint8_t)v;
+            cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out.data), FRAME_OK);
+            cr_assert_eq(out.data.wire, v);
+        }
         for (int bit = 0; bit < 8; bit++) {
+            if (bit == 1) continue; /* 2: bfloat16 */
             buf[FRAME_HEADER_SIZE + reserved[i]] = (uint8_t)(1u << bit);
             cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out.data),
                          FRAME_EMALFORMED, "reserved byte %zu = %#x", reserved[i], 1u << bit);
