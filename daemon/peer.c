@@ -29,8 +29,17 @@
 #define BATCH_MAX 64 /* DATA frames in one write */
 #define DATA_CAP (FRAME_HEADER_SIZE + FRAME_DATA_HEADER_SIZE + FRAME_TAG_SIZE)
 #define CONTROL_CAP (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
+#define SEALED_POOL 64 /* encrypted payload buffers kept for reuse */
 #define REFUSAL_LOG_MS 60000
 #define CONNECT_LOG_MS 30000
+
+/* An encrypted copy of a payload, kept in the peer's pool between uses:
+ * allocating and freeing a segment's worth each time costs more than the
+ * cipher (glibc returns it to the kernel and faults it back in). */
+typedef struct {
+    size_t cap;
+    uint8_t bytes[];
+} sealed_buf;
 
 typedef struct {
     uv_write_t req;
@@ -38,7 +47,7 @@ typedef struct {
     int n, nbufs;
     uv_buf_t bufs[3 * BATCH_MAX];
     void *ctx[BATCH_MAX];
-    uint8_t *sealed[BATCH_MAX]; /* encrypted payloads, freed when written */
+    sealed_buf *sealed[BATCH_MAX]; /* encrypted payloads, back to the pool when written */
     uint8_t hdr[BATCH_MAX][DATA_CAP];
     uint8_t tag[BATCH_MAX][FRAME_TAG_SIZE]; /* keyed: the payloads' tags */
 } batch;
@@ -77,6 +86,8 @@ struct peer {
     /* Keyed links: the frame keys of the link up now. */
     auth_frames fr;
     int keyed;
+    sealed_buf *pool[SEALED_POOL];
+    int n_pool;
 };
 
 static void start_connect(peer *p);
@@ -114,12 +125,36 @@ static int link_write(peer *p, uv_write_t *req, const uv_buf_t *bufs, unsigned n
     return conn_write(p->c, req, bufs, n, cb);
 }
 
+/* A buffer for an encrypted payload of len bytes: from the pool if one is
+ * large enough, else new. NULL when out of memory. */
+static sealed_buf *take_sealed(peer *p, size_t len)
+{
+    for (int i = p->n_pool - 1; i >= 0; i--) {
+        sealed_buf *s = p->pool[i];
+        if (s->cap < len) continue;
+        p->pool[i] = p->pool[--p->n_pool];
+        return s;
+    }
+    sealed_buf *s = malloc(sizeof *s + len);
+    if (s) s->cap = len;
+    return s;
+}
+
+static void give_sealed(peer *p, sealed_buf *s)
+{
+    if (!s) return;
+    if (p->n_pool < SEALED_POOL)
+        p->pool[p->n_pool++] = s;
+    else
+        free(s);
+}
+
 static void on_batch_done(uv_write_t *req, int status)
 {
     batch *b = (batch *)req;
     peer *p = b->owner;
     for (int i = 0; i < b->n; i++) {
-        free(b->sealed[i]);
+        give_sealed(p, b->sealed[i]);
         p->ops->sent(p->owner, b->ctx[i], status < 0 ? RINGD_ERING : 0);
     }
     free(b);
@@ -163,13 +198,13 @@ static size_t seal_head(peer *p, uint8_t *f, size_t n)
 int peer_send_data(peer *p, const frame_data *d, uint32_t epoch, const uint8_t *payload, void *ctx)
 {
     if (!p->c || p->state != LINK_UP) return RINGD_ERING;
-    uint8_t *sealed = NULL;
-    if (p->keyed && p->fr.out.encrypt && d->length > 0 && !(sealed = malloc(d->length)))
+    sealed_buf *sealed = NULL;
+    if (p->keyed && p->fr.out.encrypt && d->length > 0 && !(sealed = take_sealed(p, d->length)))
         return RINGD_ENOMEM;
     if (!p->out) {
         p->out = malloc(sizeof *p->out);
         if (!p->out) {
-            free(sealed);
+            give_sealed(p, sealed);
             return RINGD_ENOMEM;
         }
         p->out->owner = p;
@@ -190,10 +225,12 @@ int peer_send_data(peer *p, const frame_data *d, uint32_t epoch, const uint8_t *
     b->sealed[i] = sealed;
     if (p->keyed) {
         n = seal_head(p, b->hdr[i], n);
-        auth_seal(&p->fr.out, NULL, 0, payload, sealed, d->length, b->tag[i]);
+        auth_seal(&p->fr.out, NULL, 0, payload, sealed ? sealed->bytes : NULL, d->length,
+                  b->tag[i]);
     }
     b->bufs[b->nbufs++] = uv_buf_init((char *)b->hdr[i], (unsigned)n);
-    b->bufs[b->nbufs++] = uv_buf_init((char *)(sealed ? sealed : payload), d->length);
+    b->bufs[b->nbufs++] =
+        uv_buf_init((char *)(sealed ? sealed->bytes : payload), d->length);
     if (p->keyed) b->bufs[b->nbufs++] = uv_buf_init((char *)b->tag[i], FRAME_TAG_SIZE);
     b->ctx[i] = ctx;
     p->env.stats->bytes_out += d->length;
@@ -682,6 +719,8 @@ static void peer_free(void *data)
     peer *p = data;
     lifetime *owner = p->env.lt;
     auth_frames_free(&p->fr);
+    while (p->n_pool > 0)
+        free(p->pool[--p->n_pool]);
     free(p);
     lifetime_release(owner);
 }
