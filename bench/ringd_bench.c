@@ -77,6 +77,8 @@ static const char usage[] =
     "                     ringd_alloc'd shared memory\n"
     "  -j, --json         one JSON object per size instead of the table\n"
     "  -g, --goodput MBPS TCP goodput of one link in MB/s: adds busbw/goodput\n"
+    "  -E, --each         also each timed run's time (slowest rank), in run order,\n"
+    "                     on a line \"# each_us SIZE: T1 T2 ...\" before the row\n"
     "  -h, --help         show this help\n";
 
 typedef struct {
@@ -85,7 +87,7 @@ typedef struct {
     double budget, goodput;
     ringd_dtype dtype;
     ringd_op op;
-    int copy, json;
+    int copy, json, each;
 } options;
 
 static double now_s(void)
@@ -275,6 +277,13 @@ static int run_size(bench *b, uint64_t bytes)
     b->sync[runs] = wrong;
     if (sync_max(b, runs + 1)) return EXIT_FAIL;
     unsigned any_wrong = (unsigned)b->sync[runs];
+    /* Slow runs among fast ones (stalls) show here, not in the median. */
+    if (o->each && b->rank == 0) {
+        printf("# each_us %" PRIu64 ":", bytes);
+        for (uint64_t i = 0; i < runs; i++)
+            printf(" %.1f", b->sync[i] * 1e6);
+        printf("\n");
+    }
     qsort(b->sync, runs, sizeof(double), cmp_double);
     double med = runs % 2 ? b->sync[runs / 2] : (b->sync[runs / 2 - 1] + b->sync[runs / 2]) / 2;
     if (b->rank == 0) print_row(b, bytes, count, runs, med, b->sync[0], any_wrong);
@@ -352,6 +361,7 @@ int main(int argc, char **argv)
         {"warmup", required_argument, NULL, 'w'}, {"iters", required_argument, NULL, 'n'},
         {"budget", required_argument, NULL, 'B'}, {"copy", no_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},         {"goodput", required_argument, NULL, 'g'},
+        {"each", no_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},         {0}};
     options o = {.min = 8,
                  .max = 256u << 20,
@@ -362,7 +372,7 @@ int main(int argc, char **argv)
                  .dtype = RINGD_FLOAT32,
                  .op = RINGD_SUM};
     int ch, v;
-    while ((ch = getopt_long(argc, argv, "s:b:e:f:t:o:w:n:B:cjg:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "s:b:e:f:t:o:w:n:B:cjEg:h", opts, NULL)) != -1) {
         switch (ch) {
         case 's':
             o.socket = optarg;
@@ -403,6 +413,9 @@ int main(int argc, char **argv)
             break;
         case 'c':
             o.copy = 1;
+            break;
+        case 'E':
+            o.each = 1;
             break;
         case 'j':
             o.json = 1;

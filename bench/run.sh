@@ -155,6 +155,28 @@ tx_bytes() {
 }
 
 # Busy and total CPU ticks of the machine (all cores), from /proc/stat.
+# What the network did, summed over the hosts: TCP segments retransmitted,
+# retransmission timeouts, tail loss probes, and packets the links' tbf
+# dropped (hosts' eth0 and the switch's ports).
+net_counters() {
+    local i r=0 t=0 p=0 d=0 v
+    for ((i = 0; i < $1; i++)); do
+        v=$(ip netns exec "$(tb_ns "$i")" nstat -asz TcpRetransSegs TcpExtTCPTimeouts \
+            TcpExtTCPLossProbes 2>/dev/null | awk '$1 == "TcpRetransSegs" { r = $2 }
+            $1 == "TcpExtTCPTimeouts" { t = $2 } $1 == "TcpExtTCPLossProbes" { p = $2 }
+            END { print r + 0, t + 0, p + 0 }')
+        read -r a b c <<<"$v"
+        r=$((r + a)) t=$((t + b)) p=$((p + c))
+        v=$(tc -s -n "$(tb_ns "$i")" qdisc show dev eth0 2>/dev/null |
+            awk '/dropped/ { for (k = 1; k <= NF; k++) if ($k == "(dropped") s += $(k + 1) } END { print s + 0 }')
+        d=$((d + ${v%,}))
+        v=$(tc -s -n "$TESTBED-br" qdisc show dev "h$i" 2>/dev/null |
+            awk '/dropped/ { for (k = 1; k <= NF; k++) if ($k == "(dropped") s += $(k + 1) } END { print s + 0 }')
+        d=$((d + ${v%,}))
+    done
+    echo "$r $t $p $d"
+}
+
 machine_ticks() {
     awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
         /proc/stat
@@ -208,8 +230,9 @@ run_one() {
         perf record -q -g -o "$perf_out" -p "${daemons[0]}" 2>"$dir/perf.log" &
         perf_pid=$!
     fi
-    local cpu0 t0 t1 m0 load0 tx0
+    local cpu0 t0 t1 m0 load0 tx0 net0
     tx0=$(tx_bytes "$hosts")
+    net0=$(net_counters "$hosts")
     load0=$(cut -d' ' -f1 /proc/loadavg)
     m0=$(machine_ticks)
     cpu0=$(cpu_ticks "${daemons[@]}")
@@ -259,6 +282,9 @@ run_one() {
             if (d > max) { max = d; h = i - 1 }
         }
         printf "; busiest h%d %.0f\n", h, max }'
+    echo "$net0 $(net_counters "$hosts")" | awk '{
+        printf "# network during the run (all hosts): %d TCP segments retransmitted, %d retransmission timeouts, %d tail loss probes; %d packets dropped by the links\n", \
+            $5 - $1, $6 - $2, $7 - $3, $8 - $4 }'
     echo "$m0 $m1" | awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v l0="$load0" \
         -v l1="$(cut -d' ' -f1 /proc/loadavg)" '{
         printf "# machine: %.1f of %.1f CPU s busy during the run, %.1f s of it not the daemons", \
