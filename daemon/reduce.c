@@ -477,6 +477,23 @@ int reduce_wire_check(ringd_dtype dtype, ringd_op op, ringd_dtype wire)
     return reduce_check(dtype, op);
 }
 
+int reduce_wire_of(ringd_coll kind, ringd_dtype dtype, int requested, int config_wire)
+{
+    int narrow = dtype == RINGD_FLOAT32 && (kind == RINGD_COLL_ALLREDUCE ||
+                                            kind == RINGD_COLL_REDUCE_SCATTER ||
+                                            kind == RINGD_COLL_ALLGATHER);
+    int w = requested == RINGD_WIRE_DEFAULT ? config_wire : requested;
+    if (w != RINGD_WIRE_BFLOAT16 && w != RINGD_WIRE_FLOAT16) return 0;
+    if (narrow) return w;
+    /* The daemon's default leaves what it does not apply to alone. */
+    return requested == RINGD_WIRE_DEFAULT ? 0 : -1;
+}
+
+ringd_dtype reduce_wire_type(int wire)
+{
+    return wire == RINGD_WIRE_BFLOAT16 ? RINGD_BFLOAT16 : RINGD_FLOAT16;
+}
+
 void reduce_wire_pack(ringd_dtype wire, void *dst, const float *src, size_t n)
 {
     uint16_t *restrict d = dst;

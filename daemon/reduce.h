@@ -51,6 +51,16 @@ void reduce_scale(ringd_dtype dtype, void *buf, size_t count, double factor);
  * RINGD_BFLOAT16 or RINGD_FLOAT16; RINGD_EINVAL otherwise. */
 int reduce_wire_check(ringd_dtype dtype, ringd_op op, ringd_dtype wire);
 
+/* How a collective travels, as a ringd_wire: the requested one
+ * (RINGD_WIRE_DEFAULT: config_wire, the daemon's, for float32 allreduce,
+ * reduce_scatter and allgather, else none). Returns 0 (as it is),
+ * RINGD_WIRE_BFLOAT16 or RINGD_WIRE_FLOAT16, or -1 if a narrow type was
+ * asked for a collective that cannot travel so. */
+int reduce_wire_of(ringd_coll kind, ringd_dtype dtype, int requested, int config_wire);
+
+/* The element type of a ringd_wire (RINGD_WIRE_BFLOAT16 or _FLOAT16). */
+ringd_dtype reduce_wire_type(int wire);
+
 /* dst[i] = src[i] rounded to wire (a host's first send of its own chunk). */
 void reduce_wire_pack(ringd_dtype wire, void *dst, const float *src, size_t n);
 /* dst[i] = src[i] widened to float32 (an allgather step: the final value). */

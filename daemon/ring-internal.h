@@ -23,7 +23,12 @@ typedef struct {
     size_t esize;
     unsigned steps_left; /* steps whose chunk has not fully arrived */
     size_t writes;       /* sends not yet completed by the links */
-    int reading;         /* a payload is being read into the job's buffer */
+    int reading;         /* a payload is being read into the job's buffer (or wbuf) */
+    /* A job travelling narrow (job.wire): the whole buffer in the wire type,
+     * where segments are sent from and received into; esize is then 2 and
+     * every offset and length counts wire bytes (the float32 element of wire
+     * byte offset o is at job.buf + 2 o). Freed at completion. */
+    uint8_t *wbuf;
     uint64_t *recv_off;  /* per step: the next byte offset expected */
     job_timing t;
     /* Allreduce: per host h, when h's first data from its left neighbour
@@ -66,6 +71,8 @@ void ring_host_ranks(const ring *r, int h, char *out, size_t len);
 /* Byte offset and length of chunk c of a's buffer. */
 void ring_chunk_range(const ring *r, const active *a, int c, uint64_t *off, uint64_t *len);
 uint64_t ring_chunk_len(const ring *r, const active *a, int c);
+/* Wire types: the float32 elements of a's buffer at wire byte offset pos. */
+float *ring_wire_own(const active *a, uint64_t pos);
 /* Queues one segment of a's step g (chunk c) for the right neighbour. */
 void ring_send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t len, double wsum,
                        int32_t delta_us);
