@@ -5,11 +5,13 @@
 #   mac      secret_file: every frame authenticated (AES-256-GMAC)
 #   aes      + encryption: aes-256-gcm
 #   chacha   + encryption: chacha20-poly1305
+#   bf16     no key, wire_dtype: bfloat16 (busbw counted in float32 bytes)
+#   f16      no key, wire_dtype: float16
 # and, per mode, the busbw, busbw / one link's iperf3 goodput, and the
 # daemons' CPU seconds per GB reduced. With ROUNDS=R (default 1) the modes
 # run R times in turn (plain, mac, aes, chacha, plain, ...), so that other
 # load on the machine falls on all alike, and the last table has each
-# column's median over the rounds.
+# column's median over the rounds. MODES="plain bf16" runs only those.
 #
 #   bench/modes.sh [N [RATE]] [-- RINGD_BENCH OPTIONS]
 #       N hosts (default 4), links of RATE (default 1gbit; `none`: unshaped,
@@ -35,14 +37,17 @@ declare -A yaml=(
     [mac]="$key"
     [aes]="$key"$'\n'"encryption: aes-256-gcm"
     [chacha]="$key"$'\n'"encryption: chacha20-poly1305"
+    [bf16]="wire_dtype: bfloat16"
+    [f16]="wire_dtype: float16"
 )
+modes=${MODES:-"plain mac aes chacha bf16 f16"}
 goodput=""
 rounds=${ROUNDS:-1}
 row() { printf '%-8s %12s %10s %9s %14s\n' "$@"; }
 printf '# %d hosts, links %s, ringd_bench %s; %s\n' "$n" "$rate" "${bench[*]}" "$(date -u +%FT%TZ)"
 row mode median_us busbw_MB/s bus/good "daemon CPU s/GB"
 for ((r = 1; r <= rounds; r++)); do
-    for mode in plain mac aes chacha; do
+    for mode in $modes; do
         opts=(--no-iperf)
         args=("${bench[@]}")
         if [ "$rate" != none ] && [ -z "$goodput" ]; then opts=(); fi
@@ -63,7 +68,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 [ "$rounds" -gt 1 ] || exit 0
 echo "# median of $rounds rounds"
-for mode in plain mac aes chacha; do
+for mode in $modes; do
     args=("$mode")
     for col in 2 3 4 5; do
         args+=("$(awk -v m="$mode" -v c="$col" '$1 == m { print $c }' "$dir/rows" | sort -g |
