@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "daemon/reduce.h"
+#include "daemon/reduce-internal.h"
 
 #define COUNT 10007 /* elements per host; chunks of uneven sizes */
 #define MAX_HOSTS 8
@@ -217,4 +218,56 @@ Test(wire, min_and_max_pick_a_rounded_input)
         cr_assert_eq(memcmp(&s.x[1][i], &r, sizeof r), 0);
     }
     sim_free(&s);
+}
+
+/* The AVX2/F16C kernels and the portable ones give the same bits on every
+ * input, NaNs and infinities included, at every count around the vector
+ * width. */
+Test(wire, fast_and_portable_kernels_give_the_same_bits)
+{
+    enum { n = 1037 };
+    static float own[n], own_a[n], own_b[n], back_a[n], back_b[n];
+    static uint16_t seg[n], a[n], b[n];
+    if (!reduce_wire_fast(1)) cr_skip_test("this CPU has no AVX2 and F16C");
+    for (size_t i = 0; i < n; i++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        uint32_t bits = (uint32_t)(rng >> 32);
+        if (i % 3) bits = (bits & 0x83FFFFFF) | 0x3C000000; /* mostly ordinary magnitudes */
+        memcpy(&own[i], &bits, sizeof bits);
+        seg[i] = (uint16_t)(rng >> 11);
+    }
+    ringd_dtype wires[] = {RINGD_BFLOAT16, RINGD_FLOAT16};
+    ringd_op ops[] = {RINGD_SUM, RINGD_MEAN, RINGD_MIN, RINGD_MAX, RINGD_PROD};
+    size_t counts[] = {0, 1, 7, 8, 9, 17, n};
+    for (int w = 0; w < 2; w++) {
+        for (int c = 0; c < 7; c++) {
+            size_t m = counts[c];
+            for (int fast = 0; fast < 2; fast++) {
+                reduce_wire_fast(fast);
+                reduce_wire_pack(wires[w], fast ? a : b, own, m);
+                reduce_wire_unpack(wires[w], fast ? back_a : back_b, seg, m);
+            }
+            cr_assert(memcmp(a, b, m * 2) == 0, "pack, %s, %zu", w ? "f16" : "bf16", m);
+            cr_assert(memcmp(back_a, back_b, m * 4) == 0, "unpack, %zu", m);
+            for (int o = 0; o < 5; o++) {
+                for (int fast = 0; fast < 2; fast++) {
+                    reduce_wire_fast(fast);
+                    memcpy(fast ? a : b, seg, m * 2);
+                    memcpy(fast ? own_a : own_b, own, m * 4);
+                    reduce_wire_fold(wires[w], ops[o], fast ? a : b, own, m);
+                }
+                cr_assert(memcmp(a, b, m * 2) == 0, "fold op %d, %zu", ops[o], m);
+                for (int fast = 0; fast < 2; fast++) {
+                    reduce_wire_fast(fast);
+                    memcpy(fast ? a : b, seg, m * 2);
+                    reduce_wire_complete(wires[w], ops[o], fast ? a : b, fast ? own_a : own_b, m,
+                                         3.0);
+                }
+                cr_assert(memcmp(a, b, m * 2) == 0, "complete op %d, %zu", ops[o], m);
+                cr_assert(memcmp(own_a, own_b, m * 4) == 0, "complete's own, op %d, %zu", ops[o],
+                          m);
+            }
+        }
+    }
+    reduce_wire_fast(1);
 }
