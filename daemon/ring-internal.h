@@ -29,6 +29,7 @@ typedef struct {
      * every offset and length counts wire bytes (the float32 element of wire
      * byte offset o is at job.buf + 2 o). Freed at completion. */
     uint8_t *wbuf;
+    size_t wbuf_cap;
     uint64_t *recv_off;  /* per step: the next byte offset expected */
     job_timing t;
     /* Allreduce: per host h, when h's first data from its left neighbour
@@ -48,6 +49,9 @@ typedef struct {
     int first, n_act;
     uint8_t *staging; /* where reduce-scatter payloads land before reduction */
     size_t staging_cap;
+    uint8_t *wire_spare; /* a finished job's wire buffer, kept: a new one of
+                            32 MiB would be faulted in page by page */
+    size_t wire_spare_cap;
     frame_abort unsent[JOBS_MAX_ABORTS]; /* aborts to pass on once the right link is up */
     int n_unsent;
     uint32_t epoch; /* the links' epoch: seqs count from 0 in each */

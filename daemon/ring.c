@@ -53,6 +53,8 @@
 #include "reduce.h"
 #include "ring-internal.h"
 
+#define WIRE_SPARE_MAX (128u << 20) /* a wire buffer kept between jobs, at most */
+
 int ring_mod(int x, int n)
 {
     return ((x % n) + n) % n;
@@ -297,7 +299,14 @@ void ring_start_next(ring *r)
     }
     if (j->wire) {
         a->esize = 2; /* offsets and lengths count wire bytes from here on */
-        if (!(a->wbuf = malloc(j->count * 2))) {
+        if (r->wire_spare && r->wire_spare_cap >= j->count * 2) {
+            a->wbuf = r->wire_spare;
+            a->wbuf_cap = r->wire_spare_cap;
+            r->wire_spare = NULL;
+            r->wire_spare_cap = 0;
+        } else if ((a->wbuf = malloc(j->count * 2))) {
+            a->wbuf_cap = j->count * 2;
+        } else {
             jobs_fail(&r->q, j, FAIL_RING, RINGD_ENOMEM,
                       "%s #%" PRIu64 ": out of memory for its %" PRIu64 "-byte wire buffer",
                       j->label, j->seq, j->count * 2);
@@ -364,7 +373,14 @@ static void complete(ring *r)
     job_timing t = a->t;
     /* Remembered aborts are of this epoch's numbering only. */
     if (a->epoch == r->epoch) jobs_forget_aborts(&r->q, a->job->seq);
-    free(a->wbuf);
+    /* The largest wire buffer (up to WIRE_SPARE_MAX) stays for the next job. */
+    if (a->wbuf && a->wbuf_cap > r->wire_spare_cap && a->wbuf_cap <= WIRE_SPARE_MAX) {
+        free(r->wire_spare);
+        r->wire_spare = a->wbuf;
+        r->wire_spare_cap = a->wbuf_cap;
+    } else {
+        free(a->wbuf);
+    }
     a->wbuf = NULL;
     a->job = NULL;
     r->first = (r->first + 1) % MAX_ACTIVE;
@@ -581,6 +597,7 @@ static void ring_cancel(engine *e, job *j, int status, const char *message)
 static void ring_free(ring *r)
 {
     free(r->staging);
+    free(r->wire_spare);
     for (int k = 0; k < MAX_ACTIVE; k++) {
         free(r->act[k].recv_off);
         free(r->act[k].delta_us);
