@@ -60,6 +60,7 @@ typedef struct {
     uint8_t *frame, *held; /* one frame read whole; one held back to reorder */
     size_t held_len;
     int replayed;
+    int seen; /* DATA frames seen since armed */
 } proxy;
 
 static uint32_t get32(const uint8_t *p)
@@ -86,6 +87,10 @@ static size_t tamper(proxy *p, uint8_t *f, size_t len, int data, uint8_t **out)
 {
     *out = f;
     if (!data || !atomic_load(&p->armed) || len < 12 + 64 + 200) return len;
+    /* Not the first frame: the receiver reads the second only once its own
+     * rank has started the collective (it holds the first until then), so
+     * the attack never races a submission there. */
+    if (++p->seen < 2) return len;
     uint16_t flags = (uint16_t)(f[6] << 8 | f[7]);
     switch (p->what) {
     case CHANGE: {
@@ -242,6 +247,13 @@ static int check(const float *p, size_t n, int iter, char *why, size_t len)
     return 0;
 }
 
+static int allreduce_named(ringd_client *c, float *buf, const char *name)
+{
+    ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE, .buf = buf, .count = COUNT,
+                             .dtype = RINGD_FLOAT32, .op = RINGD_SUM, .name = name};
+    return ringd_run(c, &coll);
+}
+
 static int rank_thread(int idx, void *arg)
 {
     scenario *s = arg;
@@ -258,7 +270,9 @@ static int rank_thread(int idx, void *arg)
     float *buf = ringd_alloc(c, COUNT * sizeof *buf);
     int rc = -1;
     if (!buf) goto out;
-    /* 0: the ring works; 1: the proxy attacks; 2..: it works again. */
+    /* Named collectives: a rank whose submission came after the ring broke
+     * may be left a step behind, and must then fail, never mix phases. */
+    static const char *const names[] = {"before", "tamper"};
     for (int phase = 0; phase < 2; phase++) {
         if (harness_barrier_wait(&s->bar, false, 60000) != 0) {
             snprintf(why, wl, "another rank failed");
@@ -269,7 +283,7 @@ static int rank_thread(int idx, void *arg)
             if (harness_barrier_wait(&s->bar, false, 60000) != 0) goto out;
         }
         fill(buf, COUNT, idx, phase);
-        rc = ringd_allreduce(c, buf, COUNT, RINGD_FLOAT32, RINGD_SUM);
+        rc = allreduce_named(c, buf, names[phase]);
         if (phase == 1) {
             s->rc[idx] = rc;
             snprintf(s->msg[idx], sizeof s->msg[idx], "%s", ringd_last_error(c));
@@ -283,26 +297,27 @@ static int rank_thread(int idx, void *arg)
         }
         if (check(buf, COUNT, phase, why, wl) < 0) goto out;
     }
-    /* Every rank is done with phase 1 before any goes on: a rank whose
-     * collective is still queued must not pair with the next one. Then the
-     * ring re-forms: all ranks retry in step until two in a row succeed. */
+    /* The ring re-forms: each rank retries until one succeeds (they may
+     * fail different numbers of times), the same values each time. */
     deadline = harness_now_ms() + RECOVERY_MS;
-    for (int ok = 0, iter = 2; ok < 2; iter++) {
-        if (harness_barrier_wait(&s->bar, false, 60000) < 0) {
-            snprintf(why, wl, "another rank failed");
-            goto out;
-        }
+    do {
+        fill(buf, COUNT, idx, 2);
+        rc = allreduce_named(c, buf, "recover");
+    } while (rc != 0 && rc != RINGD_ECLOSED && harness_now_ms() < deadline);
+    if (rc != 0) {
+        snprintf(why, wl, "no recovery: %s: %s", ringd_errname(rc), ringd_last_error(c));
+        harness_barrier_wait(&s->bar, true, 60000);
+        goto out;
+    }
+    if (check(buf, COUNT, 2, why, wl) < 0 || harness_barrier_wait(&s->bar, false, 60000) != 0)
+        goto out;
+    for (int iter = 3; iter < 5; iter++) {
         fill(buf, COUNT, idx, iter);
-        rc = ringd_allreduce(c, buf, COUNT, RINGD_FLOAT32, RINGD_SUM);
-        if (rc == 0 && check(buf, COUNT, iter, why, wl) < 0) goto out;
-        if (rc == RINGD_ECLOSED || (rc != 0 && harness_now_ms() > deadline)) {
-            snprintf(why, wl, "no recovery: %s: %s", ringd_errname(rc), ringd_last_error(c));
-            harness_barrier_wait(&s->bar, true, 60000);
+        if ((rc = allreduce_named(c, buf, "after")) != 0) {
+            snprintf(why, wl, "after recovery: %s: %s", ringd_errname(rc), ringd_last_error(c));
             goto out;
         }
-        int any = harness_barrier_wait(&s->bar, rc != 0, 60000);
-        if (any < 0) goto out;
-        ok = any ? 0 : ok + 1;
+        if (check(buf, COUNT, iter, why, wl) < 0) goto out;
     }
     rc = 0;
 out:
@@ -316,7 +331,7 @@ static void run(attack what, const char *extra_yaml, scenario *s)
 {
     char key[PATH_MAX], yaml[1024], from[64], to[64], config[PATH_MAX], h0[PATH_MAX];
     snprintf(yaml, sizeof yaml,
-             "collective_timeout: 20s\nheartbeat_interval: 200ms\n"
+             "collective_timeout: 5s\nheartbeat_interval: 200ms\n"
              "heartbeat_timeout: 2s\nconnect_timeout: 2s\nbackoff_initial: 50ms\n"
              "backoff_max: 500ms\nsegment_size: 64KiB\n%s",
              extra_yaml);
@@ -353,9 +368,14 @@ static void run(attack what, const char *extra_yaml, scenario *s)
  * why, naming the link. */
 static void expect_failed_everywhere(scenario *s, int h1_code)
 {
+    /* h0 and h2 may also have submitted it after the ring broke there: it
+     * then fails later, on its own (ETIMEDOUT, or EMISMATCH against the
+     * next collective). */
     for (int i = 0; i < N; i++) {
-        cr_expect(s->rc[i] == RINGD_EAUTH || s->rc[i] == RINGD_ERING,
-                  "rank %d: %s: %s (expected a failure)", i, ringd_errname(s->rc[i]), s->msg[i]);
+        int rc = s->rc[i];
+        cr_expect(rc == RINGD_EAUTH || rc == RINGD_ERING || rc == RINGD_ETIMEDOUT ||
+                      rc == RINGD_EMISMATCH,
+                  "rank %d: %s: %s (expected a failure)", i, ringd_errname(rc), s->msg[i]);
     }
     cr_expect_eq(s->rc[1], h1_code, "rank 1: %s: %s", ringd_errname(s->rc[1]), s->msg[1]);
     cr_expect(strstr(s->msg[1], "authentication failed on the link from left neighbour h0") !=
@@ -373,8 +393,9 @@ Test(tamper, a_changed_payload_with_its_crc_fixed_up_fails_with_eauth_never_a_wr
     static scenario s;
     run(CHANGE, "", &s);
     expect_failed_everywhere(&s, RINGD_EAUTH);
-    /* The ABORT carries it on to h2. */
-    cr_expect_eq(s.rc[2], RINGD_EAUTH, "rank 2: %s: %s", ringd_errname(s.rc[2]), s.msg[2]);
+    /* The ABORT carries it on to h2 (unless h2's rank came after the break). */
+    cr_expect(s.rc[2] == RINGD_EAUTH || s.rc[2] == RINGD_ETIMEDOUT || s.rc[2] == RINGD_EMISMATCH,
+              "rank 2: %s: %s", ringd_errname(s.rc[2]), s.msg[2]);
 }
 
 Test(tamper, a_changed_encrypted_payload_fails_the_same_way)
