@@ -18,6 +18,8 @@
 #   --no-iperf            skip the iperf3 goodput measurement
 #   --perf FILE           perf record -g the daemon of host 0 into FILE
 #   --keep DIR            keep the configuration, logs and outputs in DIR
+#   --cc NAME             the hosts' default TCP congestion control (sysctl in
+#                         each namespace; default: the machine's)
 # Environment: RINGD_EXTRA_YAML, lines added to the daemons' configuration
 # (e.g. "checksum: none").
 #
@@ -39,7 +41,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../tests/netns/testbed.sh
 source "$root/tests/netns/testbed.sh"
 
-n=4 rate=1gbit latency=0 iperf=1 segment="" sockbuf="" perf_out="" keep="" algorithm=""
+n=4 rate=1gbit latency=0 iperf=1 segment="" sockbuf="" perf_out="" keep="" algorithm="" cc=""
 bench_args=()
 pos=0
 while [ $# -gt 0 ]; do
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
     --no-iperf) iperf=0 ;;
     --perf) perf_out=$2; shift ;;
     --keep) keep=$2; shift ;;
+    --cc) cc=$2; shift ;;
     --) shift; bench_args=("$@"); break ;;
     -h | --help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -192,7 +195,13 @@ run_one() {
     n=$hosts
     tb_up "$hosts" "$lrate"
     tb_verify
-    echo "# testbed $TESTBED: $hosts hosts, links $lrate; $(nproc) cores; binaries from $build"
+    if [ -n "$cc" ]; then
+        for ((i = 0; i < hosts; i++)); do
+            ip netns exec "$(tb_ns "$i")" sysctl -qw net.ipv4.tcp_congestion_control="$cc"
+        done
+    fi
+    echo "# testbed $TESTBED: $hosts hosts, links $lrate; $(nproc) cores; binaries from $build;" \
+        "TCP congestion control $(ip netns exec "$(tb_ns 0)" sysctl -n net.ipv4.tcp_congestion_control)"
     if [ "$lrate" != none ] && [ $iperf -eq 1 ]; then measure_goodput; fi
 
     {

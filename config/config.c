@@ -63,7 +63,7 @@ struct key {
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
     parse_hosts, parse_address, parse_path, parse_checksum, parse_listen, parse_mode, parse_id,
-    parse_id_list, parse_algorithm, parse_encryption, parse_wire_dtype;
+    parse_id_list, parse_algorithm, parse_encryption, parse_wire_dtype, parse_congestion;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -81,6 +81,7 @@ static const struct key top_keys[] = {
     {"fusion_threshold", parse_size, false, FIELD(cfg, fusion_threshold_bytes), 0, 1 * GiB},
     {"fusion_max", parse_count, false, FIELD(cfg, fusion_max), 1, 64},
     {"streams", parse_count, false, FIELD(cfg, streams), 1, 8},
+    {"congestion_control", parse_congestion, false, FIELD(cfg, congestion_control), 0, 0},
     {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
     {"heartbeat_interval", parse_duration, false, FIELD(cfg, heartbeat_interval_ms), 10, 1 * MIN},
     {"heartbeat_timeout", parse_duration, false, FIELD(cfg, heartbeat_timeout_ms), 50, 1 * HOUR},
@@ -358,6 +359,22 @@ static int parse_choice(ctx *x, void *obj, const struct key *k, yaml_node_t *v, 
         }
     }
     return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+}
+
+/* A Linux TCP congestion control name (as in
+ * net.ipv4.tcp_available_congestion_control), or "system". */
+static int parse_congestion(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
+    static const char expected[] = "a TCP congestion control name (cubic, reno, bbr, ...) or system";
+    const char *s = scalar(x, v, kp, expected);
+    if (!s) return -1;
+    size_t len = strlen(s);
+    if (len < 1 || len > 15 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    char **f = field(obj, k);
+    free(*f);
+    *f = NULL;
+    return strcmp(s, "system") == 0 ? 0 : store_string(x, obj, k, s);
 }
 
 static int parse_encryption(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
@@ -921,6 +938,10 @@ static void set_defaults(cfg *c)
     c->heartbeat_timeout_ms = 5 * SEC;
     c->checksum = true;
     c->socket_mode = 0660;
+    /* BBR, the default of some kernels, drains its window for 200 ms every
+     * 10 s (ProbeRTT) and overfills small switch buffers when it probes:
+     * runs of a ring allreduce 20% slow (bench/RESULTS.md, "Stalls"). */
+    c->congestion_control = strdup("cubic");
 }
 
 static int parse_yaml_error(ctx *x, yaml_parser_t *p)
@@ -1111,6 +1132,8 @@ void cfg_free(cfg *c)
     free(c->cluster);
     free(c->socket);
     free(c->secret_file);
+    free(c->congestion_control);
+    c->congestion_control = NULL;
     free(c->metrics);
     c->metrics = NULL;
     free(c->star_root);

@@ -82,6 +82,9 @@ typedef struct {
     uint64_t fusion_threshold_bytes; /* fusion_threshold: collectives up to this size run
                                         together; 0 = one at a time; default 4 MiB */
     int streams;                     /* streams: TCP connections per ring link, 1..8; default 1 */
+    char *congestion_control; /* congestion_control: the links' TCP congestion control
+                                 (TCP_CONGESTION), default "cubic"; NULL ("system"): the
+                                 machine's default */
     int fusion_max;                  /* fusion_max: at most this many at once; 1..64, default 32 */
     cfg_log_level log_level;         /* log_level: debug, info, warn, error; default info */
 

@@ -36,9 +36,11 @@ typedef struct {
 /* "10.0.0.7:7701" or "[::1]:7701" ("?" for another family). */
 void net_describe_addr(const struct sockaddr *sa, char *out, size_t len);
 
-/* TCP_NODELAY (segments are pipelined: Nagle would only add latency) and,
- * unless 0, SO_SNDBUF and SO_RCVBUF of buffer_bytes (a fast link stays busy
- * across the loop's scheduling gaps). */
-void net_tune_tcp(uv_tcp_t *tcp, uint32_t buffer_bytes);
+/* TCP_NODELAY (segments are pipelined: Nagle would only add latency);
+ * unless 0, SO_SNDBUF and SO_RCVBUF of c->socket_buffer_bytes (a fast link
+ * stays busy across the loop's scheduling gaps); and c->congestion_control
+ * as TCP_CONGESTION, unless NULL. A congestion control that the kernel
+ * refuses is logged (once an hour) and the system's is kept. */
+void net_tune_tcp(uv_tcp_t *tcp, const cfg *c);
 
 #endif /* RINGD_NET_H */

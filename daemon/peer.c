@@ -552,7 +552,7 @@ static void on_connect(uv_connect_t *req, int status)
         conn_close(c, uv_strerror(status));
         return;
     }
-    net_tune_tcp(&c->tcp, p->env.cfg->socket_buffer_bytes);
+    net_tune_tcp(&c->tcp, p->env.cfg);
     uint32_t epoch = p->ops->hello_epoch(p->owner, p);
     frame_hello h;
     uint8_t buf[CONTROL_CAP];
@@ -676,7 +676,7 @@ void peer_accept(peer *p, conn *c)
         return;
     }
     conn_clear_deadline(c);
-    net_tune_tcp(&c->tcp, p->env.cfg->socket_buffer_bytes);
+    net_tune_tcp(&c->tcp, p->env.cfg);
     c->last_read = uv_now(p->env.loop);
     if (streams(p) > 1) {
         conn_make_link(c, streams(p), 1);
@@ -696,7 +696,7 @@ void peer_attach(peer *p, conn *c)
     }
     conn_adopt(c, &p->lt, &link_ops, p, on_conn_closed);
     conn_clear_deadline(c);
-    net_tune_tcp(&c->tcp, p->env.cfg->socket_buffer_bytes);
+    net_tune_tcp(&c->tcp, p->env.cfg);
     c->index = k;
     conn_attach_stream(link, c);
 }

@@ -956,3 +956,18 @@ Test(config, accepts_one_address_on_two_ports) {
     cr_assert_eq(rc, 0, "%s", err);
     cfg_free(&c);
 }
+
+Test(config, the_links_use_cubic_unless_told_otherwise) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_str_eq(c.congestion_control, "cubic");
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "congestion_control: bbr\n");
+    cr_assert_str_eq(c.congestion_control, "bbr");
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "congestion_control: system\n");
+    cr_assert_null(c.congestion_control, "system: the machine's own");
+    cfg_free(&c);
+    expect_rejected(MINIMAL "congestion_control: \"cubic; rm\"\n",
+                    "5:21: congestion_control: expected a TCP congestion control name (cubic, "
+                    "reno, bbr, ...) or system, got \"cubic; rm\"");
+}
