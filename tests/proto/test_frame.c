@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 2), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 3), as specified
  * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
