@@ -88,6 +88,8 @@ struct peer {
     int keyed;
     sealed_buf *pool[SEALED_POOL];
     int n_pool;
+    frame_data last_data; /* keyed: the last DATA frame whose header checked out */
+    int have_last;
 };
 
 static void start_connect(peer *p);
@@ -380,6 +382,7 @@ static int key_link(peer *p, conn *c, auth_role self)
     if (auth_frames_key(&p->fr, x->key, &link, hs_cipher(x), self) < 0) return RINGD_EIO;
     reader_set_guard(&c->rd, &guard, p);
     p->keyed = 1;
+    p->have_last = 0;
     return 0;
 }
 
@@ -488,6 +491,10 @@ static int on_data(void *owner, const frame_data *d, uint8_t **dst, char *why, s
 {
     conn *c = owner;
     peer *p = c->owner;
+    if (p->keyed) {
+        p->last_data = *d;
+        p->have_last = 1;
+    }
     return p->ops->data(p->owner, p, d, dst, why, len);
 }
 
@@ -522,6 +529,14 @@ static void on_fail(void *owner, const char *why)
     p->env.stats->tag_errors++;
     name_auth_failure(p, c, why, msg, sizeof msg);
     log_error("%s", msg);
+    /* A frame dropped, replayed or moved shows as the next one's wrong tag:
+     * the collective the link was carrying fails with RINGD_EAUTH (and tells
+     * the ring), before the link's loss fails the rest with RINGD_ERING. */
+    if (p->have_last) {
+        frame_data d = p->last_data;
+        p->have_last = 0;
+        p->ops->payload(p->owner, p, &d, RINGD_EAUTH, msg);
+    }
     conn_close(c, msg);
 }
 

@@ -8,7 +8,8 @@
  * checksum cannot catch), sends a frame twice, swaps two, or drops one.
  * With a cluster key every frame carries a tag over a per-link sequence
  * number: each of these fails the collective on every rank (RINGD_EAUTH
- * where the tag is checked, RINGD_ERING from the lost link elsewhere),
+ * where the tag is checked and, by ABORT, after it; RINGD_ERING on the host
+ * before the link, which learns of it as a lost link),
  * never a wrong value, and the ring re-forms by itself.
  */
 #include <arpa/inet.h>
@@ -409,19 +410,19 @@ Test(tamper, a_replayed_frame_breaks_the_link)
 {
     static scenario s;
     run(REPLAY, "", &s);
-    expect_failed_everywhere(&s, RINGD_ERING);
+    expect_failed_everywhere(&s, RINGD_EAUTH);
 }
 
 Test(tamper, reordered_frames_break_the_link)
 {
     static scenario s;
     run(REORDER, "encryption: aes-256-gcm\n", &s);
-    expect_failed_everywhere(&s, RINGD_ERING);
+    expect_failed_everywhere(&s, RINGD_EAUTH);
 }
 
 Test(tamper, a_dropped_frame_breaks_the_link)
 {
     static scenario s;
     run(DROP, "", &s);
-    expect_failed_everywhere(&s, RINGD_ERING);
+    expect_failed_everywhere(&s, RINGD_EAUTH);
 }
