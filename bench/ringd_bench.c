@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "client/check.h"
@@ -158,6 +159,7 @@ typedef struct {
     void *buf, *in, *want;
     double *sync, *times;
     uint64_t bytes_reduced, runs_done;
+    double cpu_in_calls; /* this rank's CPU s inside ringd_allreduce() of the runs */
     int filled; /* buf already holds this rank's input */
 } bench;
 
@@ -170,14 +172,26 @@ static int fail_rc(bench *b, int rc, const char *what, uint64_t bytes)
 
 /* One checked allreduce of count elements; *secs is its time, *wrong counts
  * a wrong result. */
+/* This process's CPU time so far (user + system), for the client's share
+ * of ringd's CPU: what libringd spends inside the calls, not the refill and
+ * check around them. */
+static double cpu_s(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) < 0) return 0;
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 static int run_once(bench *b, size_t count, double *secs, unsigned *wrong)
 {
     size_t bytes = count * b->esize;
     if (!b->filled) memcpy(b->buf, b->in, bytes);
     b->filled = 0;
-    double t0 = now_s();
+    double c0 = cpu_s(), t0 = now_s();
     int rc = ringd_allreduce(b->c, b->buf, count, b->o->dtype, b->o->op);
     *secs = now_s() - t0;
+    b->cpu_in_calls += cpu_s() - c0;
     if (rc < 0) return fail_rc(b, rc, "allreduce", bytes);
     b->bytes_reduced += bytes;
     b->runs_done++;
@@ -332,6 +346,9 @@ static int run(const options *o)
             printf("# total: %" PRIu64 " bytes reduced in %" PRIu64 " allreduces, %.1f s\n",
                    b.bytes_reduced, b.runs_done, el);
     }
+    /* Every rank: bench/run.sh adds them up. */
+    if (status == EXIT_OK)
+        fprintf(stderr, "# client CPU s in the allreduce calls: %.3f\n", b.cpu_in_calls);
 out:
     if (o->copy)
         free(b.buf);

@@ -279,6 +279,12 @@ run_one() {
         if (b >= 1e8) printf "; %.3f CPU s per GB reduced (%.3f GB)", s / (b / 1e9), b / 1e9
         else if (r > 0) printf "; %.0f CPU us per allreduce (all daemons)", s * 1e6 / r
         printf "\n" }'
+    # The ranks'"'"' own CPU inside libringd'"'"'s calls (not their refill and check).
+    cat "$dir"/bench-h*.err | awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
+        -v b="${bytes:-0}" -v n="$hosts" '/client CPU s in the allreduce calls/ { s += $NF; k++ }
+        END { if (k == 0 || b < 1e8) exit
+            printf "# clients: %.2f CPU s inside the allreduce calls (all %d); daemons and clients: %.3f CPU s per GB reduced\n", \
+                s, k, (c / hz + s) / (b / 1e9) }'
     # What each host put on the wire (eth0 TX: frames with their headers)
     # per allreduce of the benchmark; the line-up allreduces add ~100 B.
     echo "$tx0 $tx1" | awk -v r="${runs:-0}" -v n="$hosts" '{
