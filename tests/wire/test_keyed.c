@@ -12,6 +12,7 @@
 
 #include "ringd.h"
 #include "tests/harness/harness.h"
+#include "tests/wire/wire_test.h"
 
 #define N 3
 #define COUNT 70001 /* float32 per rank: several 64 KiB segments, uneven chunks */
@@ -52,11 +53,8 @@ static int kinds_thread(int idx, void *arg)
     run_state *s = arg;
     char *why = s->why[idx];
     size_t wl = sizeof s->why[idx];
-    ringd_client *c = NULL;
-    int64_t deadline = harness_now_ms() + 20000;
-    while (ringd_connect(H.d[idx].socket, &c) < 0 && harness_now_ms() < deadline)
-        harness_sleep_ms(20);
-    if (!c) return snprintf(why, wl, "cannot connect"), -1;
+    ringd_client *c = wire_connect(&H, idx, 20000, why, wl);
+    if (!c) return -1;
     float *buf = ringd_alloc(c, (size_t)N * COUNT * sizeof *buf);
     float *in = malloc((size_t)N * COUNT * sizeof *in);
     int rc = -1;

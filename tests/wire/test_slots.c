@@ -25,6 +25,7 @@
 
 #include "ringd.h"
 #include "tests/harness/harness.h"
+#include "tests/wire/wire_test.h"
 
 #define FLOOD 400        /* connections held open at once, per source */
 #define REJOIN_MS 5000   /* the ring must be back within this */
@@ -114,14 +115,8 @@ static int allreduce_thread(int idx, void *arg)
 {
     rank_state *s = (rank_state *)arg + idx;
     int64_t deadline = harness_now_ms() + 30000;
-    ringd_client *c = NULL;
-    while (ringd_connect(H.d[idx].socket, &c) < 0) {
-        if (harness_now_ms() > deadline) {
-            snprintf(s->why, sizeof s->why, "cannot connect");
-            return -1;
-        }
-        harness_sleep_ms(20);
-    }
+    ringd_client *c = wire_connect(&H, idx, 30000, s->why, sizeof s->why);
+    if (!c) return -1;
     int rc;
     do {
         for (int k = 0; k < COUNT; k++)

@@ -29,6 +29,7 @@
 #include "proto/frame.h"
 #include "ringd.h"
 #include "tests/harness/harness.h"
+#include "tests/wire/wire_test.h"
 
 #define N 3
 #define COUNT (256u << 10) /* float32: 1 MiB, four segments per chunk step */
@@ -260,14 +261,9 @@ static int rank_thread(int idx, void *arg)
     scenario *s = arg;
     char *why = s->why[idx];
     size_t wl = sizeof s->why[idx];
-    ringd_client *c = NULL;
-    int64_t deadline = harness_now_ms() + 20000;
-    while (ringd_connect(H.d[idx].socket, &c) < 0 && harness_now_ms() < deadline)
-        harness_sleep_ms(20);
-    if (!c) {
-        snprintf(why, wl, "cannot connect");
-        return -1;
-    }
+    ringd_client *c = wire_connect(&H, idx, 20000, why, wl);
+    int64_t deadline;
+    if (!c) return -1;
     float *buf = ringd_alloc(c, COUNT * sizeof *buf);
     int rc = -1;
     if (!buf) goto out;

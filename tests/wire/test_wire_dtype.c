@@ -15,6 +15,7 @@
 
 #include "ringd.h"
 #include "tests/harness/harness.h"
+#include "tests/wire/wire_test.h"
 
 #define N 4
 #define COUNT 100003 /* per rank: several segments, uneven chunks */
@@ -56,11 +57,8 @@ static int rank_thread(int idx, void *arg)
     scenario *s = arg;
     char *why = s->why[idx];
     size_t wl = sizeof s->why[idx];
-    ringd_client *c = NULL;
-    int64_t deadline = harness_now_ms() + 20000;
-    while (ringd_connect(H.d[idx].socket, &c) < 0 && harness_now_ms() < deadline)
-        harness_sleep_ms(20);
-    if (!c) return snprintf(why, wl, "cannot connect"), -1;
+    ringd_client *c = wire_connect(&H, idx, 20000, why, wl);
+    if (!c) return -1;
     size_t total = s->kind == RINGD_COLL_ALLREDUCE ? COUNT : (size_t)N * COUNT;
     float *buf = ringd_alloc(c, total * sizeof *buf), *in = malloc(total * sizeof *in);
     int rc = -1;
@@ -192,10 +190,7 @@ Test(wire_dtype, none_per_call_overrides_the_configuration_and_is_exact)
 static int mismatch_thread(int idx, void *arg)
 {
     scenario *s = arg;
-    ringd_client *c = NULL;
-    int64_t deadline = harness_now_ms() + 20000;
-    while (ringd_connect(H.d[idx].socket, &c) < 0 && harness_now_ms() < deadline)
-        harness_sleep_ms(20);
+    ringd_client *c = wire_connect(&H, idx, 20000, s->why[idx], sizeof s->why[idx]);
     if (!c) return -1;
     float *buf = ringd_alloc(c, 1000 * sizeof *buf);
     ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE, .buf = buf, .count = 1000,
