@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "client/check.h"
@@ -77,6 +78,8 @@ static const char usage[] =
     "                     ringd_alloc'd shared memory\n"
     "  -j, --json         one JSON object per size instead of the table\n"
     "  -g, --goodput MBPS TCP goodput of one link in MB/s: adds busbw/goodput\n"
+    "  -E, --each         also each timed run's time (slowest rank), in run order,\n"
+    "                     on a line \"# each_us SIZE: T1 T2 ...\" before the row\n"
     "  -h, --help         show this help\n";
 
 typedef struct {
@@ -85,7 +88,7 @@ typedef struct {
     double budget, goodput;
     ringd_dtype dtype;
     ringd_op op;
-    int copy, json;
+    int copy, json, each;
 } options;
 
 static double now_s(void)
@@ -156,6 +159,7 @@ typedef struct {
     void *buf, *in, *want;
     double *sync, *times;
     uint64_t bytes_reduced, runs_done;
+    double cpu_in_calls; /* this rank's CPU s inside ringd_allreduce() of the runs */
     int filled; /* buf already holds this rank's input */
 } bench;
 
@@ -168,14 +172,26 @@ static int fail_rc(bench *b, int rc, const char *what, uint64_t bytes)
 
 /* One checked allreduce of count elements; *secs is its time, *wrong counts
  * a wrong result. */
+/* This process's CPU time so far (user + system), for the client's share
+ * of ringd's CPU: what libringd spends inside the calls, not the refill and
+ * check around them. */
+static double cpu_s(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) < 0) return 0;
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 static int run_once(bench *b, size_t count, double *secs, unsigned *wrong)
 {
     size_t bytes = count * b->esize;
     if (!b->filled) memcpy(b->buf, b->in, bytes);
     b->filled = 0;
-    double t0 = now_s();
+    double c0 = cpu_s(), t0 = now_s();
     int rc = ringd_allreduce(b->c, b->buf, count, b->o->dtype, b->o->op);
     *secs = now_s() - t0;
+    b->cpu_in_calls += cpu_s() - c0;
     if (rc < 0) return fail_rc(b, rc, "allreduce", bytes);
     b->bytes_reduced += bytes;
     b->runs_done++;
@@ -275,6 +291,13 @@ static int run_size(bench *b, uint64_t bytes)
     b->sync[runs] = wrong;
     if (sync_max(b, runs + 1)) return EXIT_FAIL;
     unsigned any_wrong = (unsigned)b->sync[runs];
+    /* Slow runs among fast ones (stalls) show here, not in the median. */
+    if (o->each && b->rank == 0) {
+        printf("# each_us %" PRIu64 ":", bytes);
+        for (uint64_t i = 0; i < runs; i++)
+            printf(" %.1f", b->sync[i] * 1e6);
+        printf("\n");
+    }
     qsort(b->sync, runs, sizeof(double), cmp_double);
     double med = runs % 2 ? b->sync[runs / 2] : (b->sync[runs / 2 - 1] + b->sync[runs / 2]) / 2;
     if (b->rank == 0) print_row(b, bytes, count, runs, med, b->sync[0], any_wrong);
@@ -323,6 +346,9 @@ static int run(const options *o)
             printf("# total: %" PRIu64 " bytes reduced in %" PRIu64 " allreduces, %.1f s\n",
                    b.bytes_reduced, b.runs_done, el);
     }
+    /* Every rank: bench/run.sh adds them up. */
+    if (status == EXIT_OK)
+        fprintf(stderr, "# client CPU s in the allreduce calls: %.3f\n", b.cpu_in_calls);
 out:
     if (o->copy)
         free(b.buf);
@@ -352,6 +378,7 @@ int main(int argc, char **argv)
         {"warmup", required_argument, NULL, 'w'}, {"iters", required_argument, NULL, 'n'},
         {"budget", required_argument, NULL, 'B'}, {"copy", no_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},         {"goodput", required_argument, NULL, 'g'},
+        {"each", no_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},         {0}};
     options o = {.min = 8,
                  .max = 256u << 20,
@@ -362,7 +389,7 @@ int main(int argc, char **argv)
                  .dtype = RINGD_FLOAT32,
                  .op = RINGD_SUM};
     int ch, v;
-    while ((ch = getopt_long(argc, argv, "s:b:e:f:t:o:w:n:B:cjg:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "s:b:e:f:t:o:w:n:B:cjEg:h", opts, NULL)) != -1) {
         switch (ch) {
         case 's':
             o.socket = optarg;
@@ -403,6 +430,9 @@ int main(int argc, char **argv)
             break;
         case 'c':
             o.copy = 1;
+            break;
+        case 'E':
+            o.each = 1;
             break;
         case 'j':
             o.json = 1;

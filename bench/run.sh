@@ -18,6 +18,8 @@
 #   --no-iperf            skip the iperf3 goodput measurement
 #   --perf FILE           perf record -g the daemon of host 0 into FILE
 #   --keep DIR            keep the configuration, logs and outputs in DIR
+#   --cc NAME             the hosts' default TCP congestion control (sysctl in
+#                         each namespace; default: the machine's)
 # Environment: RINGD_EXTRA_YAML, lines added to the daemons' configuration
 # (e.g. "checksum: none").
 #
@@ -39,7 +41,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../tests/netns/testbed.sh
 source "$root/tests/netns/testbed.sh"
 
-n=4 rate=1gbit latency=0 iperf=1 segment="" sockbuf="" perf_out="" keep="" algorithm=""
+n=4 rate=1gbit latency=0 iperf=1 segment="" sockbuf="" perf_out="" keep="" algorithm="" cc=""
 bench_args=()
 pos=0
 while [ $# -gt 0 ]; do
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
     --no-iperf) iperf=0 ;;
     --perf) perf_out=$2; shift ;;
     --keep) keep=$2; shift ;;
+    --cc) cc=$2; shift ;;
     --) shift; bench_args=("$@"); break ;;
     -h | --help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -155,6 +158,28 @@ tx_bytes() {
 }
 
 # Busy and total CPU ticks of the machine (all cores), from /proc/stat.
+# What the network did, summed over the hosts: TCP segments retransmitted,
+# retransmission timeouts, tail loss probes, and packets the links' tbf
+# dropped (hosts' eth0 and the switch's ports).
+net_counters() {
+    local i r=0 t=0 p=0 d=0 v
+    for ((i = 0; i < $1; i++)); do
+        v=$(ip netns exec "$(tb_ns "$i")" nstat -asz TcpRetransSegs TcpExtTCPTimeouts \
+            TcpExtTCPLossProbes 2>/dev/null | awk '$1 == "TcpRetransSegs" { r = $2 }
+            $1 == "TcpExtTCPTimeouts" { t = $2 } $1 == "TcpExtTCPLossProbes" { p = $2 }
+            END { print r + 0, t + 0, p + 0 }')
+        read -r a b c <<<"$v"
+        r=$((r + a)) t=$((t + b)) p=$((p + c))
+        v=$(tc -s -n "$(tb_ns "$i")" qdisc show dev eth0 2>/dev/null |
+            awk '/dropped/ { for (k = 1; k <= NF; k++) if ($k == "(dropped") s += $(k + 1) } END { print s + 0 }')
+        d=$((d + ${v%,}))
+        v=$(tc -s -n "$TESTBED-br" qdisc show dev "h$i" 2>/dev/null |
+            awk '/dropped/ { for (k = 1; k <= NF; k++) if ($k == "(dropped") s += $(k + 1) } END { print s + 0 }')
+        d=$((d + ${v%,}))
+    done
+    echo "$r $t $p $d"
+}
+
 machine_ticks() {
     awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
         /proc/stat
@@ -170,7 +195,13 @@ run_one() {
     n=$hosts
     tb_up "$hosts" "$lrate"
     tb_verify
-    echo "# testbed $TESTBED: $hosts hosts, links $lrate; $(nproc) cores; binaries from $build"
+    if [ -n "$cc" ]; then
+        for ((i = 0; i < hosts; i++)); do
+            ip netns exec "$(tb_ns "$i")" sysctl -qw net.ipv4.tcp_congestion_control="$cc"
+        done
+    fi
+    echo "# testbed $TESTBED: $hosts hosts, links $lrate; $(nproc) cores; binaries from $build;" \
+        "TCP congestion control $(ip netns exec "$(tb_ns 0)" sysctl -n net.ipv4.tcp_congestion_control)"
     if [ "$lrate" != none ] && [ $iperf -eq 1 ]; then measure_goodput; fi
 
     {
@@ -208,8 +239,9 @@ run_one() {
         perf record -q -g -o "$perf_out" -p "${daemons[0]}" 2>"$dir/perf.log" &
         perf_pid=$!
     fi
-    local cpu0 t0 t1 m0 load0 tx0
+    local cpu0 t0 t1 m0 load0 tx0 net0
     tx0=$(tx_bytes "$hosts")
+    net0=$(net_counters "$hosts")
     load0=$(cut -d' ' -f1 /proc/loadavg)
     m0=$(machine_ticks)
     cpu0=$(cpu_ticks "${daemons[@]}")
@@ -247,6 +279,12 @@ run_one() {
         if (b >= 1e8) printf "; %.3f CPU s per GB reduced (%.3f GB)", s / (b / 1e9), b / 1e9
         else if (r > 0) printf "; %.0f CPU us per allreduce (all daemons)", s * 1e6 / r
         printf "\n" }'
+    # The ranks'"'"' own CPU inside libringd'"'"'s calls (not their refill and check).
+    cat "$dir"/bench-h*.err | awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
+        -v b="${bytes:-0}" -v n="$hosts" '/client CPU s in the allreduce calls/ { s += $NF; k++ }
+        END { if (k == 0 || b < 1e8) exit
+            printf "# clients: %.2f CPU s inside the allreduce calls (all %d); daemons and clients: %.3f CPU s per GB reduced\n", \
+                s, k, (c / hz + s) / (b / 1e9) }'
     # What each host put on the wire (eth0 TX: frames with their headers)
     # per allreduce of the benchmark; the line-up allreduces add ~100 B.
     echo "$tx0 $tx1" | awk -v r="${runs:-0}" -v n="$hosts" '{
@@ -259,6 +297,9 @@ run_one() {
             if (d > max) { max = d; h = i - 1 }
         }
         printf "; busiest h%d %.0f\n", h, max }'
+    echo "$net0 $(net_counters "$hosts")" | awk '{
+        printf "# network during the run (all hosts): %d TCP segments retransmitted, %d retransmission timeouts, %d tail loss probes; %d packets dropped by the links\n", \
+            $5 - $1, $6 - $2, $7 - $3, $8 - $4 }'
     echo "$m0 $m1" | awk -v c="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v l0="$load0" \
         -v l1="$(cut -d' ' -f1 /proc/loadavg)" '{
         printf "# machine: %.1f of %.1f CPU s busy during the run, %.1f s of it not the daemons", \

@@ -49,6 +49,16 @@ static int check(ringd_client *c, const ringd_collective *coll, size_t *elems)
             return session_fail(&c->s, RINGD_EINVAL, "%s: op wmean needs a weight >= 0, got %g",
                                 what, coll->weight);
     }
+    if ((unsigned)coll->wire_dtype > RINGD_WIRE_FLOAT16)
+        return session_fail(&c->s, RINGD_EINVAL, "%s: unknown wire_dtype %d (see ringd_wire)", what,
+                            (int)coll->wire_dtype);
+    if ((coll->wire_dtype == RINGD_WIRE_BFLOAT16 || coll->wire_dtype == RINGD_WIRE_FLOAT16) &&
+        (coll->dtype != RINGD_FLOAT32 || coll->kind == RINGD_COLL_BROADCAST))
+        return session_fail(&c->s, RINGD_EINVAL,
+                            "%s: wire_dtype %s is for float32 allreduce, reduce_scatter and "
+                            "allgather, not %s",
+                            what, coll->wire_dtype == RINGD_WIRE_BFLOAT16 ? "bfloat16" : "float16",
+                            ringd_dtype_name(coll->dtype));
     if (coll->kind == RINGD_COLL_BROADCAST && (coll->root < 0 || coll->root >= c->w.size))
         return session_fail(&c->s, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)",
                             coll->root, c->w.size - 1);
@@ -124,6 +134,7 @@ int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **
                         .kind = (uint8_t)coll->kind,
                         .dtype = (uint8_t)coll->dtype,
                         .op = (uint8_t)coll->op,
+                        .wire = (uint8_t)coll->wire_dtype,
                         .region = r ? r->number : 0,
                         .offset = r ? (uint64_t)(q->work - (uint8_t *)r->base) : 0,
                         .count = coll->count,

@@ -12,6 +12,7 @@
 #include "config/config.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -23,7 +24,11 @@
 
 #define DEFAULT_SOCKET "/run/ringd/ringd.sock"
 #define SUN_PATH_MAX 107 /* sizeof(sockaddr_un.sun_path) minus the NUL */
-#define MAX_FILE_BYTES (16u << 20)
+/* A configuration is a few KiB (1024 hosts: about 100 KiB). The caps keep
+ * libyaml's time bounded on hostile input: its scanner does work per token
+ * proportional to the nesting depth, so 100,000 nested "[" took over 20 s. */
+#define MAX_FILE_BYTES (1u << 20)
+#define MAX_DEPTH 32 /* nested mappings and sequences; the schema needs 3 */
 #define KiB 1024ull
 #define MiB (1024ull * KiB)
 #define GiB (1024ull * MiB)
@@ -58,7 +63,7 @@ struct key {
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
     parse_hosts, parse_address, parse_path, parse_checksum, parse_listen, parse_mode, parse_id,
-    parse_id_list, parse_algorithm;
+    parse_id_list, parse_algorithm, parse_encryption, parse_wire_dtype, parse_congestion;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -76,11 +81,14 @@ static const struct key top_keys[] = {
     {"fusion_threshold", parse_size, false, FIELD(cfg, fusion_threshold_bytes), 0, 1 * GiB},
     {"fusion_max", parse_count, false, FIELD(cfg, fusion_max), 1, 64},
     {"streams", parse_count, false, FIELD(cfg, streams), 1, 8},
+    {"congestion_control", parse_congestion, false, FIELD(cfg, congestion_control), 0, 0},
     {"log_level", parse_log_level, false, FIELD(cfg, log_level), 0, 0},
     {"heartbeat_interval", parse_duration, false, FIELD(cfg, heartbeat_interval_ms), 10, 1 * MIN},
     {"heartbeat_timeout", parse_duration, false, FIELD(cfg, heartbeat_timeout_ms), 50, 1 * HOUR},
     {"secret_file", parse_path, false, FIELD(cfg, secret_file), 0, 0},
     {"checksum", parse_checksum, false, FIELD(cfg, checksum), 0, 0},
+    {"encryption", parse_encryption, false, FIELD(cfg, encryption), 0, 0},
+    {"wire_dtype", parse_wire_dtype, false, FIELD(cfg, wire_dtype), 0, 0},
     {"metrics", parse_listen, false, FIELD(cfg, metrics), 0, 0},
     {"socket_mode", parse_mode, false, FIELD(cfg, socket_mode), 0, 0777},
     {"socket_group", parse_id, false, FIELD(cfg, socket_group), 0, 0},
@@ -331,6 +339,58 @@ static int parse_checksum(ctx *x, void *obj, const struct key *k, yaml_node_t *v
         return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
     *(bool *)field(obj, k) = strcmp(s, "crc32c") == 0;
     return 0;
+}
+
+/* One of names[0..n), stored as its index in an enum field. */
+static int parse_choice(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp,
+                        const char *const *names, int n)
+{
+    char expected[128];
+    size_t len = (size_t)snprintf(expected, sizeof expected, "one of ");
+    for (int i = 0; i < n && len < sizeof expected; i++)
+        len += (size_t)snprintf(expected + len, sizeof expected - len, "%s%s", i ? ", " : "",
+                                names[i]);
+    const char *s = scalar(x, v, kp, expected);
+    if (!s) return -1;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *(int *)field(obj, k) = i;
+            return 0;
+        }
+    }
+    return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+}
+
+/* A Linux TCP congestion control name (as in
+ * net.ipv4.tcp_available_congestion_control), or "system". */
+static int parse_congestion(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
+    static const char expected[] = "a TCP congestion control name (cubic, reno, bbr, ...) or system";
+    const char *s = scalar(x, v, kp, expected);
+    if (!s) return -1;
+    size_t len = strlen(s);
+    if (len < 1 || len > 15 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    char **f = field(obj, k);
+    free(*f);
+    *f = NULL;
+    return strcmp(s, "system") == 0 ? 0 : store_string(x, obj, k, s);
+}
+
+static int parse_encryption(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
+    /* In cfg_cipher order. */
+    static const char *const names[] = {"none", "aes-256-gcm", "chacha20-poly1305"};
+    _Static_assert(sizeof(cfg_cipher) == sizeof(int), "stored as an int");
+    return parse_choice(x, obj, k, v, kp, names, 3);
+}
+
+static int parse_wire_dtype(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
+    /* In cfg_wire order. */
+    static const char *const names[] = {"none", "bfloat16", "float16"};
+    _Static_assert(sizeof(cfg_wire) == sizeof(int), "stored as an int");
+    return parse_choice(x, obj, k, v, kp, names, 3);
 }
 
 static int parse_count(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
@@ -738,6 +798,72 @@ static int parse_hosts(ctx *x, void *obj, const struct key *k, yaml_node_t *v, c
     return 0;
 }
 
+/* ---- Addresses that are the same machine and port ------------------- */
+
+/* The address ringd would use for node (the first getaddrinfo() gives, as
+ * the daemon's connect and bind do), IPv4-mapped IPv6 read as IPv4, into
+ * out as text. Returns 0, or -1 if it does not resolve. */
+static int resolve_node(const char *node, char *out, size_t len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(node, NULL, &hints, &res) != 0 || !res) return -1;
+    const void *a;
+    int family = res->ai_family;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (family == AF_INET) {
+        a = &((struct sockaddr_in *)res->ai_addr)->sin_addr;
+    } else {
+        const uint8_t *b = ((struct sockaddr_in6 *)res->ai_addr)->sin6_addr.s6_addr;
+        a = b;
+        if (memcmp(b, mapped, sizeof mapped) == 0) {
+            family = AF_INET;
+            a = b + 12;
+        }
+    }
+    int ok = inet_ntop(family, a, out, (socklen_t)len) != NULL;
+    freeaddrinfo(res);
+    return ok ? 0 : -1;
+}
+
+/* The parser compares addresses as written; here hosts whose addresses
+ * differ in writing but resolve to the same IP and port are refused
+ * (127.0.0.1:1 beside localhost:1 or [::ffff:127.0.0.1]:1): their daemons
+ * would fight over one port. Only hosts that share a port with another are
+ * resolved, and a name that does not resolve (yet) is not compared. */
+static int check_resolved(const cfg *c, char *err, size_t errlen)
+{
+    char (*ip)[INET6_ADDRSTRLEN] = calloc(c->n_hosts, sizeof *ip);
+    if (!ip) {
+        snprintf(err, errlen, "%s: out of memory", c->path);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < c->n_hosts && rc == 0; i++) {
+        const cfg_host *h = &c->hosts[i];
+        int shared = 0;
+        for (size_t j = 0; j < c->n_hosts && !shared; j++)
+            shared = j != i && c->hosts[j].port == h->port;
+        if (!shared) continue;
+        /* One lookup per name, however many hosts write it alike. */
+        for (size_t j = 0; j < i && !ip[i][0]; j++)
+            if (strcmp(c->hosts[j].node, h->node) == 0) memcpy(ip[i], ip[j], sizeof ip[i]);
+        if (!ip[i][0] && resolve_node(h->node, ip[i], sizeof ip[i]) < 0) ip[i][0] = '\0';
+        for (size_t j = 0; j < i && ip[i][0]; j++) {
+            const cfg_host *o = &c->hosts[j];
+            if (o->port != h->port || strcmp(ip[j], ip[i]) != 0) continue;
+            snprintf(err, errlen,
+                     "%s:%d:%d: hosts[%zu].address: %s is the address of hosts[%zu] (%s, %s at "
+                     "line %d): both are %s port %u; give each host its own address or port",
+                     c->path, h->line, h->column, i, h->address, j, o->name, o->address, o->line,
+                     ip[i], (unsigned)h->port);
+            rc = -1;
+            break;
+        }
+    }
+    free(ip);
+    return rc;
+}
+
 /* ---- Whole file -------------------------------------------------------- */
 
 /* Rules that involve several keys, checked once all of them are known. */
@@ -769,6 +895,11 @@ static int finish(ctx *x, yaml_node_t **found)
                         describe(x, to));
         return fail(x, iv->start_mark, "heartbeat_interval",
                     "expected at most half of heartbeat_timeout (%s), got %s", b, describe(x, iv));
+    }
+    if (c->encryption != CFG_CIPHER_NONE && !c->secret_file) {
+        yaml_node_t *n = found_node(found, top_keys, N_TOP, "encryption");
+        return fail(x, n->start_mark, "encryption",
+                    "needs a cluster key: set secret_file too (the links' keys come from it)");
     }
     if (c->star_root) {
         c->star_root_index = cfg_host_index(c, c->star_root);
@@ -807,6 +938,10 @@ static void set_defaults(cfg *c)
     c->heartbeat_timeout_ms = 5 * SEC;
     c->checksum = true;
     c->socket_mode = 0660;
+    /* BBR, the default of some kernels, drains its window for 200 ms every
+     * 10 s (ProbeRTT) and overfills small switch buffers when it probes:
+     * runs of a ring allreduce 20% slow (bench/RESULTS.md, "Stalls"). */
+    c->congestion_control = strdup("cubic");
 }
 
 static int parse_yaml_error(ctx *x, yaml_parser_t *p)
@@ -829,6 +964,40 @@ static int parse_yaml_error(ctx *x, yaml_parser_t *p)
         return fail(x, p->problem_mark, "", "invalid YAML: %s (%s started at line %zu, column %zu)",
                     p->problem, p->context, p->context_mark.line + 1, p->context_mark.column + 1);
     return fail(x, p->problem_mark, "", "invalid YAML: %s", p->problem ? p->problem : "error");
+}
+
+/* Refuses input nested deeper than MAX_DEPTH before libyaml builds its
+ * document: one pass of events, stopped at the first node too deep. */
+static int check_depth(ctx *x, const char *text, size_t len)
+{
+    yaml_parser_t p;
+    yaml_event_t ev;
+    int depth = 0, rc = 0;
+    if (!yaml_parser_initialize(&p)) return fail_oom(x);
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    for (;;) {
+        if (!yaml_parser_parse(&p, &ev)) {
+            rc = parse_yaml_error(x, &p);
+            break;
+        }
+        yaml_event_type_t t = ev.type;
+        yaml_mark_t m = ev.start_mark;
+        yaml_event_delete(&ev);
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > MAX_DEPTH) {
+                rc = fail(x, m, "",
+                          "nested more than %d levels deep: a ringd configuration needs 3",
+                          MAX_DEPTH);
+                break;
+            }
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (t == YAML_STREAM_END_EVENT) {
+            break;
+        }
+    }
+    yaml_parser_delete(&p);
+    return rc;
 }
 
 static int parse_document(ctx *x, yaml_parser_t *p)
@@ -866,6 +1035,12 @@ int cfg_parse(const char *path, const char *text, size_t len, cfg *out, char *er
     memset(out, 0, sizeof *out);
     set_defaults(out);
     if (!(out->path = strdup(path ? path : "config"))) return fail_oom(&x);
+    if (len > MAX_FILE_BYTES) {
+        snprintf(err, errlen, "%s: %zu bytes, larger than the %u KiB a configuration may have",
+                 out->path, len, MAX_FILE_BYTES >> 10);
+        goto out;
+    }
+    if (check_depth(&x, text, len) < 0) goto out;
     if (!yaml_parser_initialize(&parser)) {
         rc = fail_oom(&x);
         goto out;
@@ -899,10 +1074,12 @@ int cfg_load(const char *path, cfg *out, char *err, size_t errlen)
     size_t len = 0, cap = 0;
     for (;;) {
         if (len == cap) {
-            char *nb = cap < MAX_FILE_BYTES ? realloc(buf, cap ? cap * 2 : 4096) : NULL;
+            /* Reads past the limit, so that cfg_parse() says how large it is. */
+            char *nb = cap <= MAX_FILE_BYTES ? realloc(buf, cap ? cap * 2 : 4096) : NULL;
             if (!nb) {
                 snprintf(err, errlen, "%s: cannot read: %s", path,
-                         cap < MAX_FILE_BYTES ? "out of memory" : "larger than 16 MiB");
+                         cap <= MAX_FILE_BYTES ? "out of memory"
+                                               : "larger than the 1024 KiB a configuration may have");
                 goto fail;
             }
             buf = nb;
@@ -921,6 +1098,10 @@ int cfg_load(const char *path, cfg *out, char *err, size_t errlen)
     fclose(f);
     int rc = cfg_parse(path, buf, len, out, err, errlen);
     free(buf);
+    if (rc == 0 && (rc = check_resolved(out, err, errlen)) < 0) {
+        cfg_free(out);
+        memset(out, 0, sizeof *out);
+    }
     return rc;
 fail:
     free(buf);
@@ -951,6 +1132,8 @@ void cfg_free(cfg *c)
     free(c->cluster);
     free(c->socket);
     free(c->secret_file);
+    free(c->congestion_control);
+    c->congestion_control = NULL;
     free(c->metrics);
     c->metrics = NULL;
     free(c->star_root);

@@ -24,6 +24,17 @@ typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cf
  * host, star_root, collects, reduces and sends back). */
 typedef enum { CFG_ALG_RING = 0, CFG_ALG_STAR } cfg_algorithm;
 
+/* encryption: what the links do to DATA payloads once a cluster key
+ * authenticates every frame (PROTOCOL.md, "Frame authentication"). */
+typedef enum {
+    CFG_CIPHER_NONE = 0,          /* authenticated (AES-256-GMAC), not encrypted */
+    CFG_CIPHER_AES_256_GCM,       /* encrypted and authenticated with AES-256-GCM */
+    CFG_CIPHER_CHACHA20_POLY1305, /* the same with ChaCha20-Poly1305 */
+} cfg_cipher;
+
+/* wire_dtype: the type float32 payloads travel in, converted at each hop. */
+typedef enum { CFG_WIRE_NONE = 0, CFG_WIRE_BFLOAT16, CFG_WIRE_FLOAT16 } cfg_wire;
+
 typedef struct {
     char *name;
     char *address; /* as written: "10.0.0.7:7701", "[::1]:7701", "node3:7701" */
@@ -71,6 +82,9 @@ typedef struct {
     uint64_t fusion_threshold_bytes; /* fusion_threshold: collectives up to this size run
                                         together; 0 = one at a time; default 4 MiB */
     int streams;                     /* streams: TCP connections per ring link, 1..8; default 1 */
+    char *congestion_control; /* congestion_control: the links' TCP congestion control
+                                 (TCP_CONGESTION), default "cubic"; NULL ("system"): the
+                                 machine's default */
     int fusion_max;                  /* fusion_max: at most this many at once; 1..64, default 32 */
     cfg_log_level log_level;         /* log_level: debug, info, warn, error; default info */
 
@@ -79,7 +93,10 @@ typedef struct {
     uint32_t heartbeat_timeout_ms;  /* heartbeat_timeout: a link silent this long is dead;
                                        default 5 s, at least twice the interval */
     char *secret_file;              /* secret_file: the cluster key; NULL = no authentication */
-    bool checksum;                  /* checksum: crc32c (true, default) or none */
+    bool checksum;                  /* checksum: crc32c (true, default) or none; with a key
+                                       every frame has a MAC instead */
+    cfg_cipher encryption;          /* encryption: needs secret_file; default none */
+    cfg_wire wire_dtype;            /* wire_dtype: default none (float32 travels as is) */
     char *metrics; /* metrics: IP:PORT of the Prometheus endpoint; NULL = off. The
                       daemon serves its host's (cfg_host.metrics), which defaults to it. */
 
@@ -95,10 +112,14 @@ typedef struct {
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line
  * message "path:line:col: what" in err (errlen bytes, always NUL-terminated).
- * On failure *out holds nothing that needs cfg_free(). */
+ * On failure *out holds nothing that needs cfg_free(). Beyond cfg_parse(),
+ * it resolves the addresses of hosts that share a port (getaddrinfo, so it
+ * may block) and refuses two that are one address written two ways. */
 int cfg_load(const char *path, cfg *out, char *err, size_t errlen);
 
-/* Same, from a string in memory; `path` is only used in messages. */
+/* Same, from a string in memory, without resolving anything; `path` is only
+ * used in messages. Input over 1 MiB, or nested over 32 levels deep, is
+ * refused before it is parsed. */
 int cfg_parse(const char *path, const char *text, size_t len, cfg *out, char *err, size_t errlen);
 
 /* Frees everything cfg_load() allocated; the struct itself is the caller's. */

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,4 +105,145 @@ int auth_check(const auth_key *k, auth_role role, const auth_link *link,
     uint8_t want[FRAME_MAC_SIZE];
     if (auth_answer(k, role, link, want) < 0) return 0; /* fail closed */
     return CRYPTO_memcmp(want, mac, FRAME_MAC_SIZE) == 0;
+}
+
+/* ---- Frame protection ---- */
+
+const char *auth_cipher_name(auth_cipher c)
+{
+    switch (c) {
+    case AUTH_MAC:
+        return "none";
+    case AUTH_AES_256_GCM:
+        return "aes-256-gcm";
+    case AUTH_CHACHA20_POLY1305:
+        return "chacha20-poly1305";
+    }
+    return "?";
+}
+
+int auth_frames_init(auth_frames *f)
+{
+    memset(f, 0, sizeof *f);
+    f->out.ctx = EVP_CIPHER_CTX_new();
+    f->in.ctx = EVP_CIPHER_CTX_new();
+    if (f->out.ctx && f->in.ctx) return 0;
+    auth_frames_free(f);
+    return RINGD_ENOMEM;
+}
+
+void auth_frames_free(auth_frames *f)
+{
+    EVP_CIPHER_CTX_free(f->out.ctx);
+    EVP_CIPHER_CTX_free(f->in.ctx);
+    f->out.ctx = f->in.ctx = NULL;
+}
+
+static int hkdf(const auth_key *k, const uint8_t *salt, size_t saltlen, const uint8_t *info,
+                size_t infolen, uint8_t *out, size_t outlen)
+{
+    EVP_PKEY_CTX *pc = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+    int ok = pc && EVP_PKEY_derive_init(pc) > 0 &&
+             EVP_PKEY_CTX_set_hkdf_md(pc, EVP_sha256()) > 0 &&
+             EVP_PKEY_CTX_set1_hkdf_salt(pc, salt, (int)saltlen) > 0 &&
+             EVP_PKEY_CTX_set1_hkdf_key(pc, k->bytes, (int)k->len) > 0 &&
+             EVP_PKEY_CTX_add1_hkdf_info(pc, info, (int)infolen) > 0 &&
+             EVP_PKEY_derive(pc, out, &outlen) > 0;
+    EVP_PKEY_CTX_free(pc);
+    return ok ? 0 : RINGD_EIO;
+}
+
+static int key_dir(auth_dir *d, auth_cipher c, const uint8_t key[AUTH_LINK_KEY], int sending)
+{
+    const EVP_CIPHER *ci = c == AUTH_CHACHA20_POLY1305 ? EVP_chacha20_poly1305() : EVP_aes_256_gcm();
+    d->seq = 0;
+    d->encrypt = c != AUTH_MAC;
+    d->sending = sending;
+    d->broken = 0;
+    if (EVP_CipherInit_ex(d->ctx, ci, NULL, key, NULL, sending) != 1) return RINGD_EIO;
+    return 0;
+}
+
+int auth_frames_key(auth_frames *f, const auth_key *k, const auth_link *link, auth_cipher c,
+                    auth_role self)
+{
+    static const char label[] = "ringd frame keys, peer protocol 3";
+    uint8_t salt[2 * FRAME_NONCE_SIZE], info[sizeof label + 4 * 4 + 1 + 256];
+    uint8_t keys[2 * AUTH_LINK_KEY];
+    size_t n = 0;
+    memcpy(salt, link->connector_nonce, FRAME_NONCE_SIZE);
+    memcpy(salt + FRAME_NONCE_SIZE, link->acceptor_nonce, FRAME_NONCE_SIZE);
+    memcpy(info, label, sizeof label), n += sizeof label; /* with its NUL */
+    put_u32(info + n, link->connector), n += 4;
+    put_u32(info + n, link->acceptor), n += 4;
+    put_u32(info + n, link->connector_epoch), n += 4;
+    put_u32(info + n, link->acceptor_epoch), n += 4;
+    info[n++] = (uint8_t)c;
+    size_t cl = strnlen(link->cluster, 255);
+    memcpy(info + n, link->cluster, cl), n += cl;
+    int rc = hkdf(k, salt, sizeof salt, info, n, keys, sizeof keys);
+    /* The first key protects what the connector sends, the second what the
+     * acceptor sends. */
+    const uint8_t *mine = keys, *theirs = keys + AUTH_LINK_KEY;
+    if (self == AUTH_ACCEPTOR) mine = keys + AUTH_LINK_KEY, theirs = keys;
+    if (rc == 0) rc = key_dir(&f->out, c, mine, 1);
+    if (rc == 0) rc = key_dir(&f->in, c, theirs, 0);
+    OPENSSL_cleanse(keys, sizeof keys);
+    return rc;
+}
+
+/* The nonce of a direction's next tag: its sequence number, 96 bits. */
+static void next_nonce(auth_dir *d, uint8_t iv[12])
+{
+    memset(iv, 0, 4);
+    put_u64(iv + 4, d->seq++);
+}
+
+int auth_seal(auth_dir *d, const uint8_t *aad, size_t aadlen, const uint8_t *in, uint8_t *out,
+              size_t n, uint8_t tag[AUTH_TAG_SIZE])
+{
+    EVP_CIPHER_CTX *ctx = d->ctx;
+    uint8_t iv[12];
+    int len, ok;
+    next_nonce(d, iv);
+    ok = EVP_CipherInit_ex(ctx, NULL, NULL, NULL, iv, 1) == 1;
+    if (ok && aadlen) ok = EVP_CipherUpdate(ctx, NULL, &len, aad, (int)aadlen) == 1;
+    /* Without out, the bytes are authenticated only; GCM's and Poly1305's
+     * AAD is the place for that. */
+    if (ok && n) ok = EVP_CipherUpdate(ctx, out, &len, in, (int)n) == 1;
+    if (ok) ok = EVP_CipherFinal_ex(ctx, iv, &len) == 1;
+    if (ok) ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, AUTH_TAG_SIZE, tag) == 1;
+    if (ok) return 0;
+    RAND_bytes(tag, AUTH_TAG_SIZE); /* a tag no check accepts */
+    return RINGD_EIO;
+}
+
+void auth_open_begin(auth_dir *d)
+{
+    uint8_t iv[12];
+    next_nonce(d, iv);
+    d->broken = EVP_CipherInit_ex(d->ctx, NULL, NULL, NULL, iv, 0) != 1;
+}
+
+void auth_open_aad(auth_dir *d, const uint8_t *p, size_t n)
+{
+    int len;
+    if (!d->broken && n) d->broken = EVP_CipherUpdate(d->ctx, NULL, &len, p, (int)n) != 1;
+}
+
+void auth_open_payload(auth_dir *d, uint8_t *p, size_t n)
+{
+    int len;
+    if (d->broken || !n) return;
+    d->broken = EVP_CipherUpdate(d->ctx, d->encrypt ? p : NULL, &len, p, (int)n) != 1;
+}
+
+int auth_open_end(auth_dir *d, const uint8_t tag[AUTH_TAG_SIZE])
+{
+    uint8_t t[AUTH_TAG_SIZE], last[16];
+    int len;
+    memcpy(t, tag, sizeof t);
+    if (d->broken) return 0;
+    if (EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_AEAD_SET_TAG, AUTH_TAG_SIZE, t) != 1) return 0;
+    return EVP_CipherFinal_ex(d->ctx, last, &len) == 1;
 }

@@ -190,7 +190,7 @@ static void on_job_done(job *j, int status, const char *message)
 static int same_collective(const msg_collective *a, const msg_collective *b)
 {
     return a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
-           a->root == b->root && strcmp(a->name, b->name) == 0;
+           a->root == b->root && a->wire == b->wire && strcmp(a->name, b->name) == 0;
 }
 
 /* 16 bits of the FNV-1a hash of a collective's name, 0 for none: hosts
@@ -314,6 +314,7 @@ static void coll_run(gather *g, coll *c)
                    .deadline = c->deadline + RING_GRACE_MS,
                    .label = c->label,
                    .name_tag = name_tag(m0->name),
+                   .wire = barrier ? 0 : m0->wire,
                    .done = on_job_done,
                    .data = c};
     engine_submit(g->engine, &c->job);

@@ -14,7 +14,16 @@ static int little_endian(void)
     return *(const uint8_t *)&one == 1;
 }
 
-static auth_link link_of(const hs_ctx *x, const hs_state *st)
+auth_cipher hs_cipher(const hs_ctx *x)
+{
+    /* cfg_cipher and auth_cipher number the ciphers alike. */
+    _Static_assert((int)CFG_CIPHER_AES_256_GCM == (int)AUTH_AES_256_GCM &&
+                       (int)CFG_CIPHER_CHACHA20_POLY1305 == (int)AUTH_CHACHA20_POLY1305,
+                   "one numbering of ciphers");
+    return x->key ? (auth_cipher)x->cfg->encryption : AUTH_MAC;
+}
+
+auth_link hs_link(const hs_ctx *x, const hs_state *st)
 {
     return (auth_link){.cluster = x->cfg->cluster,
                        .connector = st->connector,
@@ -38,6 +47,7 @@ int hs_hello(const hs_ctx *x, int to, uint32_t epoch, int stream, uint64_t sessi
     out->stream = (uint8_t)stream;
     out->streams = (uint8_t)x->streams;
     out->session = session;
+    out->cipher = (uint8_t)hs_cipher(x);
     snprintf(out->cluster, sizeof out->cluster, "%s", x->cfg->cluster);
     snprintf(out->from_name, sizeof out->from_name, "%s", x->cfg->hosts[x->me].name);
     if (x->key && auth_nonce(out->nonce) < 0) return RINGD_EIO;
@@ -116,6 +126,15 @@ int hs_check_hello(const hs_ctx *x, const frame_header *hdr, const frame_hello *
                  h->from_name, h->streams, x->streams);
         return RINGD_EMISMATCH;
     }
+    if (x->key && h->auth && h->cipher != hs_cipher(x)) {
+        snprintf(why, whylen,
+                 "\"%s\" uses encryption %s and this host %s; set the same encryption in every "
+                 "host's configuration",
+                 h->from_name, h->cipher <= AUTH_CHACHA20_POLY1305 ? auth_cipher_name(h->cipher)
+                                                                    : "(unknown)",
+                 auth_cipher_name(hs_cipher(x)));
+        return RINGD_EMISMATCH;
+    }
     if ((x->key != NULL) != h->auth) {
         snprintf(why, whylen,
                  x->key ? "this host requires a cluster key (secret_file) and \"%s\" has none"
@@ -144,7 +163,7 @@ int hs_welcome(const hs_ctx *x, const frame_hello *h, uint32_t epoch, frame_welc
     memcpy(st->connector_nonce, h->nonce, FRAME_NONCE_SIZE);
     if (auth_nonce(out->nonce) < 0) return RINGD_EIO;
     memcpy(st->acceptor_nonce, out->nonce, FRAME_NONCE_SIZE);
-    auth_link link = link_of(x, st);
+    auth_link link = hs_link(x, st);
     auth_answer(x->key, AUTH_ACCEPTOR, &link, out->mac);
     return 0;
 }
@@ -161,7 +180,7 @@ int hs_answer(const hs_ctx *x, const frame_welcome *w, hs_state *st, frame_auth 
 {
     memcpy(st->acceptor_nonce, w->nonce, FRAME_NONCE_SIZE);
     st->welcome_epoch = w->epoch;
-    auth_link link = link_of(x, st);
+    auth_link link = hs_link(x, st);
     int ok = w->auth && auth_check(x->key, AUTH_ACCEPTOR, &link, w->mac);
     auth_answer(x->key, AUTH_CONNECTOR, &link, auth->mac);
     return ok;
@@ -169,6 +188,6 @@ int hs_answer(const hs_ctx *x, const frame_welcome *w, hs_state *st, frame_auth 
 
 int hs_check_auth(const hs_ctx *x, const hs_state *st, const frame_auth *a)
 {
-    auth_link link = link_of(x, st);
+    auth_link link = hs_link(x, st);
     return auth_check(x->key, AUTH_CONNECTOR, &link, a->mac);
 }

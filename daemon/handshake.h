@@ -51,6 +51,13 @@ typedef struct {
     uint64_t session;                 /* acceptor: HELLO's session */
 } hs_state;
 
+/* What protects a keyed link's frames: the configuration's encryption. */
+auth_cipher hs_cipher(const hs_ctx *x);
+
+/* What the link of a finished handshake is, for its frame keys
+ * (auth_frames_key()). */
+auth_link hs_link(const hs_ctx *x, const hs_state *st);
+
 /* Connector: the HELLO of stream `stream` to host `to`, with a fresh
  * challenge when there is a key. Returns 0 or RINGD_EIO (no randomness). */
 int hs_hello(const hs_ctx *x, int to, uint32_t epoch, int stream, uint64_t session,

@@ -58,6 +58,8 @@ struct job {
     uint64_t deadline; /* uv_now() milliseconds after which the job fails */
     const char *label; /* how messages name it, e.g. "allreduce \"fc1\"" */
     uint16_t name_tag; /* a hash of its name, 0 for none; hosts compare them */
+    uint8_t wire;      /* float32 travelling narrow: RINGD_WIRE_BFLOAT16 or
+                          RINGD_WIRE_FLOAT16 (reduce.h); 0: as it is */
     job_done_cb done;
     void *data;
     /* A job that already failed on this host (its local ranks disagree, one

@@ -19,6 +19,10 @@
 typedef struct pending {
     listener *l;
     conn *c;
+    struct sockaddr_storage from_addr; /* the source, IPv4-mapped read as IPv4 */
+    int expected;      /* from an address of a host that may connect here */
+    int greeted;       /* its HELLO arrived */
+    uint64_t since;    /* uv_now() at accept */
     int awaiting_auth; /* WELCOME sent, AUTH expected */
     int refusing;      /* a refusal is logged and on its way: close quietly */
     int from;          /* HELLO's from_pos, once accepted */
@@ -34,6 +38,9 @@ struct listener {
     pending *pending;
     int n_pending;
     log_ratelimit refuse_rl, drop_rl;
+    /* Addresses of the hosts that may connect here, resolved at start. */
+    struct sockaddr_storage *allowed;
+    int n_allowed;
 };
 
 static const reader_ops pending_ops;
@@ -106,6 +113,9 @@ static void handle_hello(pending *p, const frame_header *hdr, const uint8_t *bod
     const hs_ctx *hs = l->env.hs;
     frame_hello h;
     char why[FRAME_MAX_TEXT];
+    p->greeted = 1;
+    /* The rest of the handshake gets the rest of connect_timeout. */
+    conn_deadline(p->c, l->env.cfg->connect_timeout_ms);
     if (frame_decode_hello(hdr, body, &h) < 0) {
         conn_close(p->c, "malformed HELLO");
         return;
@@ -213,6 +223,105 @@ static void on_fail(void *owner, const char *why)
 
 static const reader_ops pending_ops = {on_header, on_control, on_data, on_payload, on_fail};
 
+/* ---- who gets a slot ---- */
+
+/* The IP of sa alone (port zeroed), IPv4-mapped IPv6 as IPv4, so that one
+ * machine has one form. */
+static void normalise(const struct sockaddr *sa, struct sockaddr_storage *out)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    memset(out, 0, sizeof *out);
+    if (sa->sa_family == AF_INET) {
+        struct sockaddr_in *o = (struct sockaddr_in *)out;
+        o->sin_family = AF_INET;
+        o->sin_addr = ((const struct sockaddr_in *)sa)->sin_addr;
+    } else if (sa->sa_family == AF_INET6) {
+        const uint8_t *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        if (memcmp(b, mapped, sizeof mapped) == 0) {
+            struct sockaddr_in *o = (struct sockaddr_in *)out;
+            o->sin_family = AF_INET;
+            memcpy(&o->sin_addr, b + 12, 4);
+        } else {
+            struct sockaddr_in6 *o = (struct sockaddr_in6 *)out;
+            o->sin6_family = AF_INET6;
+            memcpy(o->sin6_addr.s6_addr, b, 16);
+        }
+    }
+}
+
+static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family) return 0;
+    if (a->ss_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                      &((const struct sockaddr_in *)b)->sin_addr, 4) == 0;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    return 0;
+}
+
+/* Resolves the hosts that may connect here: the ring's left neighbour, or
+ * every other host on the star's root. A name that does not resolve now
+ * only loses the reserved slot, not the right to connect. */
+static void resolve_allowed(listener *l)
+{
+    const cfg *c = l->env.cfg;
+    int n = (int)c->n_hosts, me = l->env.hs->me;
+    l->allowed = calloc((size_t)n, sizeof *l->allowed);
+    if (!l->allowed) return;
+    for (int h = 0; h < n; h++) {
+        if (h == me || (l->env.hs->mode == HS_RING && h != (me + n - 1) % n)) continue;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
+        if (getaddrinfo(c->hosts[h].node, NULL, &hints, &res) != 0) continue;
+        for (struct addrinfo *a = res; a && l->n_allowed < n; a = a->ai_next)
+            normalise(a->ai_addr, &l->allowed[l->n_allowed++]);
+        freeaddrinfo(res);
+    }
+}
+
+static int is_allowed(const listener *l, const struct sockaddr_storage *ss)
+{
+    for (int i = 0; i < l->n_allowed; i++)
+        if (same_ip(&l->allowed[i], ss)) return 1;
+    return 0;
+}
+
+/* The pending connection to close for a newcomer from an allowed address
+ * when every slot is taken: the oldest that has not sent its HELLO (a real
+ * daemon sends it at once), else the oldest stranger's; NULL if every slot
+ * holds an allowed host's connection in mid-handshake. */
+static pending *victim(listener *l, const pending *newcomer)
+{
+    pending *silent = NULL, *stranger = NULL;
+    for (pending *q = l->pending; q; q = q->next) {
+        if (q == newcomer || q->c->closing) continue;
+        if (!q->greeted && (!silent || q->since <= silent->since)) silent = q;
+        if (!q->expected && (!stranger || q->since <= stranger->since)) stranger = q;
+    }
+    return silent ? silent : stranger;
+}
+
+/* Whether newcomer p gets a slot; may close another to make room. */
+static int admit(listener *l, pending *p)
+{
+    int same = 0;
+    for (pending *q = l->pending; q; q = q->next)
+        if (q != p && !q->c->closing && same_ip(&q->from_addr, &p->from_addr)) same++;
+    if (same >= LISTENER_PER_SOURCE && !p->expected) {
+        conn_close(p->c, "too many connections from one address awaiting a handshake");
+        return 0;
+    }
+    if (l->n_pending <= LISTENER_MAX_PENDING) return 1;
+    pending *v = p->expected ? victim(l, p) : NULL;
+    if (!v) {
+        conn_close(p->c, "too many connections awaiting a handshake");
+        return 0;
+    }
+    conn_close(v->c, "its slot went to a host of this ring awaiting a handshake");
+    return 1;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     listener *l = server->data;
@@ -226,6 +335,7 @@ static void on_connection(uv_stream_t *server, int status)
     p->l = l;
     p->c = c;
     p->from = -1;
+    p->since = now(l);
     p->next = l->pending;
     l->pending = p;
     l->n_pending++;
@@ -234,12 +344,17 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     conn_name_peer(c);
-    /* Bound the memory a flood of half-open connections can take. */
-    if (l->n_pending > LISTENER_MAX_PENDING) {
-        conn_close(c, "too many connections awaiting a handshake");
-        return;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        normalise((struct sockaddr *)&ss, &p->from_addr);
+        p->expected = is_allowed(l, &p->from_addr);
     }
-    conn_deadline(c, l->env.cfg->connect_timeout_ms);
+    /* Bound the memory and the slots a flood of half-open connections can
+     * take, and keep a way in for the hosts of this ring. */
+    if (!admit(l, p)) return;
+    uint64_t hello_ms = l->env.cfg->connect_timeout_ms;
+    conn_deadline(c, hello_ms < LISTENER_HELLO_MS ? hello_ms : LISTENER_HELLO_MS);
     conn_start_reading(c);
 }
 
@@ -282,6 +397,7 @@ int listener_start(listener *l, char *err, size_t errlen)
                  gai_strerror(rc));
         return RINGD_EINVAL;
     }
+    resolve_allowed(l);
     uv_tcp_init(l->env.loop, &l->tcp);
     l->tcp.data = l;
     l->listening = 1;
@@ -301,6 +417,7 @@ static void on_closed(uv_handle_t *h)
 {
     listener *l = h->data;
     lifetime *lt = l->env.lt;
+    free(l->allowed);
     free(l);
     lifetime_release(lt);
 }
@@ -309,8 +426,10 @@ void listener_close(listener *l)
 {
     while (l->pending)
         conn_close(l->pending->c, "shutting down");
-    if (l->listening)
+    if (l->listening) {
         uv_close((uv_handle_t *)&l->tcp, on_closed);
-    else
+    } else {
+        free(l->allowed);
         free(l);
+    }
 }

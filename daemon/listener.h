@@ -3,8 +3,16 @@
  * and runs the acceptor's side of their handshake (handshake.h).
  *
  * A connection that has not finished its handshake is pending: it gets
- * connect_timeout to do so, and at most LISTENER_MAX_PENDING are kept at
- * once, so that strangers cannot take unbounded memory. Nothing but HELLO
+ * LISTENER_HELLO_MS (or connect_timeout, if shorter) to send its HELLO and
+ * connect_timeout for the whole handshake, and at most LISTENER_MAX_PENDING
+ * are kept at once, so that strangers cannot take unbounded memory. Anyone
+ * who can reach the port could hold those slots, so a host that must get in
+ * always can: one source address holds at most LISTENER_PER_SOURCE of them,
+ * and when all are taken, a connection from an address of a host that may
+ * connect here (the left neighbour; any host on the star's root; as
+ * resolved at start) takes the slot of the oldest pending connection that
+ * has not sent its HELLO yet, or failing that of the oldest stranger's.
+ * Nothing but HELLO
  * (then, with a key, AUTH) is accepted from it. A HELLO that does not fit
  * this host is answered with a refusal saying why; refusals and strangers
  * dropped are logged at most once a minute (at debug otherwise), since a
@@ -20,6 +28,8 @@
 #include "net.h"
 
 #define LISTENER_MAX_PENDING 16
+#define LISTENER_PER_SOURCE 4 /* pending connections of one source address */
+#define LISTENER_HELLO_MS 2000 /* from accept to a complete HELLO */
 
 typedef struct listener listener;
 

@@ -98,6 +98,16 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
                        l->ranks - 1);
     }
     if (m->kind != MSG_COLL_BROADCAST) m->root = 0;
+    /* cfg_wire counts from none as ringd_wire does from RINGD_WIRE_NONE. */
+    int wire = reduce_wire_of((ringd_coll)m->kind, m->dtype, m->wire,
+                              RINGD_WIRE_NONE + (int)l->cfg->wire_dtype);
+    if (wire < 0) {
+        return session_replyf(s, m->id, RINGD_EINVAL,
+                              "%s: a narrow wire_dtype is for float32 allreduce, reduce_scatter "
+                              "and allgather, not %s",
+                              kn, ringd_dtype_name(m->dtype));
+    }
+    m->wire = (uint8_t)wire;
     if (m->op != RINGD_WMEAN) m->weight = 0;
 
     size_t esize = ringd_dtype_size(m->dtype);

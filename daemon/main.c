@@ -205,7 +205,7 @@ static void on_second(uv_timer_t *t)
 static int same_ring(const cfg *a, int a_me, const cfg *b, int b_me)
 {
     if (a_me != b_me || a->n_hosts != b->n_hosts || strcmp(a->cluster, b->cluster) != 0 ||
-        a->streams != b->streams)
+        a->streams != b->streams || a->encryption != b->encryption)
         return 0;
     for (size_t i = 0; i < a->n_hosts; i++) {
         const cfg_host *x = &a->hosts[i], *y = &b->hosts[i];
@@ -247,6 +247,7 @@ static void apply_tuning(daemon_state *d, const cfg *n)
     TUNE(heartbeat_interval_ms, "heartbeat_interval (ms)");
     TUNE(heartbeat_timeout_ms, "heartbeat_timeout (ms)");
     TUNE(checksum, "checksum (1 crc32c, 0 none)");
+    TUNE(wire_dtype, "wire_dtype (0 none, 1 bfloat16, 2 float16)");
 #undef TUNE
     set_log_level(d, c->log_level);
 }

@@ -157,6 +157,9 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
     put(&o, "ringd_auth_failures_total %llu\n", (unsigned long long)s->eng.net.auth_failures);
     head(&o, "ringd_checksum_errors_total", "counter", "DATA payloads received with a bad CRC32C.");
     put(&o, "ringd_checksum_errors_total %llu\n", (unsigned long long)s->eng.net.checksum_errors);
+    head(&o, "ringd_tag_errors_total", "counter",
+         "Frames on keyed links with a wrong tag (changed, replayed, reordered or dropped).");
+    put(&o, "ringd_tag_errors_total %llu\n", (unsigned long long)s->eng.net.tag_errors);
     head(&o, "ringd_link_reconnects_total", "counter",
          "Times the right link was re-established after being up.");
     put(&o, "ringd_link_reconnects_total{link=\"right\",peer=\"%s\"} %llu\n", r,

@@ -4,8 +4,13 @@
 #include "net.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "log.h"
 
 void net_describe_addr(const struct sockaddr *sa, char *out, size_t len)
 {
@@ -23,9 +28,25 @@ void net_describe_addr(const struct sockaddr *sa, char *out, size_t len)
     }
 }
 
-void net_tune_tcp(uv_tcp_t *tcp, uint32_t buffer_bytes)
+static void set_congestion(uv_tcp_t *tcp, const char *name)
 {
+    static log_ratelimit rl;
+    uv_os_fd_t fd;
+    if (!name || uv_fileno((uv_handle_t *)tcp, &fd) != 0) return;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) == 0) return;
+    int err = errno;
+    log_limited(&rl, uv_now(tcp->loop), 3600 * 1000, LOG_WARN,
+                "cannot use TCP congestion control %s on the ring links (%s)%s; keeping the "
+                "system's, or set congestion_control: system",
+                name, strerror(err),
+                err == EPERM ? ": add it to net.ipv4.tcp_allowed_congestion_control" : "");
+}
+
+void net_tune_tcp(uv_tcp_t *tcp, const cfg *c)
+{
+    uint32_t buffer_bytes = c->socket_buffer_bytes;
     uv_tcp_nodelay(tcp, 1);
+    set_congestion(tcp, c->congestion_control);
     if (buffer_bytes == 0) return;
     int size = (int)buffer_bytes;
     uv_send_buffer_size((uv_handle_t *)tcp, &size);

@@ -20,6 +20,7 @@ typedef struct {
     uint64_t breaks;              /* links lost (either end) */
     uint64_t auth_failures;       /* peers refused for a wrong or missing key */
     uint64_t checksum_errors;     /* DATA payloads with a bad CRC32C */
+    uint64_t tag_errors;          /* keyed links: frames with a wrong tag */
 } net_stats;
 
 /* Where the links and the listener of one engine live; owned by the engine
@@ -35,9 +36,11 @@ typedef struct {
 /* "10.0.0.7:7701" or "[::1]:7701" ("?" for another family). */
 void net_describe_addr(const struct sockaddr *sa, char *out, size_t len);
 
-/* TCP_NODELAY (segments are pipelined: Nagle would only add latency) and,
- * unless 0, SO_SNDBUF and SO_RCVBUF of buffer_bytes (a fast link stays busy
- * across the loop's scheduling gaps). */
-void net_tune_tcp(uv_tcp_t *tcp, uint32_t buffer_bytes);
+/* TCP_NODELAY (segments are pipelined: Nagle would only add latency);
+ * unless 0, SO_SNDBUF and SO_RCVBUF of c->socket_buffer_bytes (a fast link
+ * stays busy across the loop's scheduling gaps); and c->congestion_control
+ * as TCP_CONGESTION, unless NULL. A congestion control that the kernel
+ * refuses is logged (once an hour) and the system's is kept. */
+void net_tune_tcp(uv_tcp_t *tcp, const cfg *c);
 
 #endif /* RINGD_NET_H */

@@ -32,6 +32,12 @@ void reader_init(reader *r, const reader_ops *ops, void *owner, int read_ahead)
     expect(r, RD_HEADER, FRAME_HEADER_SIZE);
 }
 
+void reader_set_guard(reader *r, const reader_guard *g, void *ctx)
+{
+    r->guard = g;
+    r->guard_ctx = ctx;
+}
+
 void reader_set_read_ahead(reader *r, int on)
 {
     r->read_ahead = on;
@@ -58,6 +64,22 @@ static void fail(reader *r, const char *why)
     r->ops->fail(r->owner, why);
 }
 
+/* The payload (and its tag) is in: hand it out. */
+static void payload_done(reader *r)
+{
+    expect(r, RD_HEADER, FRAME_HEADER_SIZE);
+    if (r->verdict == READER_INTO) r->ops->payload(r->owner, &r->data, r->dst);
+}
+
+/* The payload's bytes are in: its tag comes next on a keyed link. */
+static void payload_read(reader *r)
+{
+    if (r->guard)
+        expect(r, RD_PAYLOAD_TAG, READER_TAG);
+    else
+        payload_done(r);
+}
+
 /* Asks the owner about the DATA frame in r->data and sets up its payload. */
 static void offer_data(reader *r)
 {
@@ -73,15 +95,41 @@ static void offer_data(reader *r)
         r->st = RD_PAUSED;
         return;
     }
-    if (r->data.length == 0) {
-        expect(r, RD_HEADER, FRAME_HEADER_SIZE);
-        if (v == READER_INTO) r->ops->payload(r->owner, &r->data, dst);
-    } else if (v == READER_INTO) {
-        r->dst = dst;
+    r->verdict = v;
+    r->dst = dst;
+    if (r->guard) r->guard->payload_begin(r->guard_ctx);
+    if (r->data.length == 0)
+        payload_read(r);
+    else if (v == READER_INTO)
         expect(r, RD_PAYLOAD, r->data.length);
-    } else {
+    else
         expect(r, RD_SKIP, r->data.length);
+}
+
+/* The body (a DATA frame's fixed part) is in, and checked on a keyed link:
+ * hand it out. */
+static void body_done(reader *r)
+{
+    char why[160];
+    if (r->hdr.type != FRAME_DATA) {
+        /* The body stays put until the next piece is read, after this. */
+        expect(r, RD_HEADER, FRAME_HEADER_SIZE);
+        r->ops->control(r->owner, &r->hdr, r->body);
+        return;
     }
+    int rc = frame_decode_data(&r->hdr, r->body, &r->data);
+    r->small = r->data.length <= READER_SMALL_PAYLOAD;
+    if (rc < 0) {
+        snprintf(why, sizeof why, "bad DATA frame: %s", frame_strerror(rc));
+        fail(r, why);
+        return;
+    }
+    offer_data(r);
+}
+
+static size_t body_size(const reader *r)
+{
+    return r->hdr.type == FRAME_DATA ? FRAME_DATA_HEADER_SIZE : r->hdr.length;
 }
 
 /* A complete piece is in: decide what comes next. */
@@ -98,44 +146,68 @@ static void piece_done(reader *r)
             fail(r, why);
             return;
         }
-        if (r->hdr.type == FRAME_DATA) {
-            expect(r, RD_BODY, FRAME_DATA_HEADER_SIZE);
-        } else if (r->hdr.length == 0) {
-            expect(r, RD_HEADER, FRAME_HEADER_SIZE);
-            r->ops->control(r->owner, &r->hdr, r->body);
-        } else {
-            expect(r, RD_BODY, r->hdr.length);
+        if (!!r->guard != !!(r->hdr.flags & FRAME_FLAG_TAG)) {
+            fail(r, r->guard ? "authentication failed: a frame without a tag on a keyed link"
+                             : "a frame with a tag on a link without a key");
+            return;
         }
+        if (body_size(r) > 0)
+            expect(r, RD_BODY, body_size(r));
+        else if (r->guard)
+            expect(r, RD_TAG, READER_TAG);
+        else
+            body_done(r);
         return;
     }
     case RD_BODY:
-        if (r->hdr.type != FRAME_DATA) {
-            /* The body stays put until the next piece is read, after this. */
-            expect(r, RD_HEADER, FRAME_HEADER_SIZE);
-            r->ops->control(r->owner, &r->hdr, r->body);
+        if (r->guard)
+            expect(r, RD_TAG, READER_TAG);
+        else
+            body_done(r);
+        return;
+    case RD_TAG:
+        if (!r->guard->head(r->guard_ctx, r->hdr_buf, r->body, body_size(r), r->tag)) {
+            snprintf(why, sizeof why,
+                     "authentication failed: a %s frame has a wrong tag (changed, replayed, "
+                     "reordered or dropped on the way)",
+                     frame_type_name(r->hdr.type));
+            fail(r, why);
             return;
         }
-        {
-            int rc = frame_decode_data(&r->hdr, r->body, &r->data);
-            r->small = r->data.length <= READER_SMALL_PAYLOAD;
-            if (rc < 0) {
-                snprintf(why, sizeof why, "bad DATA frame: %s", frame_strerror(rc));
-                fail(r, why);
-                return;
-            }
-        }
-        offer_data(r);
+        body_done(r);
         return;
     case RD_PAYLOAD:
-        expect(r, RD_HEADER, FRAME_HEADER_SIZE);
-        r->ops->payload(r->owner, &r->data, r->dst);
-        return;
     case RD_SKIP:
-        expect(r, RD_HEADER, FRAME_HEADER_SIZE);
+        payload_read(r);
+        return;
+    case RD_PAYLOAD_TAG:
+        if (!r->guard->payload_end(r->guard_ctx, r->tag)) {
+            snprintf(why, sizeof why,
+                     "authentication failed: the %u-byte payload of a DATA frame has a wrong "
+                     "tag (changed on the way)",
+                     r->data.length);
+            if (r->verdict == READER_INTO && r->ops->forged) {
+                r->stopped = 1;
+                r->ops->forged(r->owner, &r->data, why);
+            } else {
+                fail(r, why);
+            }
+            return;
+        }
+        payload_done(r);
         return;
     case RD_PAUSED:
         return;
     }
+}
+
+/* n bytes of the piece being read arrived at p: a keyed link's payload
+ * bytes go through the guard (and are decrypted there) before anything
+ * else sees them. */
+static void arrived(reader *r, uint8_t *p, size_t n)
+{
+    if (r->guard && (r->st == RD_PAYLOAD || r->st == RD_SKIP))
+        r->guard->payload_part(r->guard_ctx, p, n);
 }
 
 /* Where the bytes of the piece being read go (NULL: nowhere, a skip). */
@@ -146,6 +218,9 @@ static uint8_t *piece(reader *r)
         return r->hdr_buf + r->got;
     case RD_BODY:
         return r->body + r->got;
+    case RD_TAG:
+    case RD_PAYLOAD_TAG:
+        return r->tag + r->got;
     case RD_PAYLOAD:
         return r->dst + r->got;
     default:
@@ -161,7 +236,12 @@ static void drain_ahead(reader *r)
         size_t n = r->need - r->got, avail = r->ahead_len - r->ahead_pos;
         if (n > avail) n = avail;
         uint8_t *p = piece(r);
-        if (p) memcpy(p, r->ahead + r->ahead_pos, n);
+        if (p) {
+            memcpy(p, r->ahead + r->ahead_pos, n);
+        } else {
+            p = r->ahead + r->ahead_pos; /* skipped: seen where it is */
+        }
+        arrived(r, p, n);
         r->ahead_pos += n;
         r->got += n;
         if (r->got == r->need) piece_done(r);
@@ -176,7 +256,9 @@ void reader_buf(reader *r, size_t limit, uint8_t **p, size_t *n)
     if (r->stopped || r->st == RD_PAUSED) return;
     size_t left = r->need - r->got;
     if (left > limit) left = limit;
-    r->into_ahead = r->read_ahead && r->small && (r->st == RD_HEADER || r->st == RD_BODY);
+    r->into_ahead = r->read_ahead && r->small &&
+                    (r->st == RD_HEADER || r->st == RD_BODY || r->st == RD_TAG ||
+                     r->st == RD_PAYLOAD_TAG);
     if (r->into_ahead) {
         size_t room = READER_AHEAD - r->ahead_len;
         *p = r->ahead + r->ahead_len;
@@ -188,7 +270,7 @@ void reader_buf(reader *r, size_t limit, uint8_t **p, size_t *n)
         dst = skip_sink;
         if (left > READER_SKIP_BUF) left = READER_SKIP_BUF;
     }
-    *p = dst;
+    *p = r->last = dst;
     *n = left;
 }
 
@@ -200,6 +282,7 @@ void reader_got(reader *r, size_t n)
         drain_ahead(r);
         return;
     }
+    arrived(r, r->last, n);
     r->got += n;
     if (r->got == r->need) piece_done(r);
 }

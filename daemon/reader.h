@@ -12,6 +12,13 @@
  * While frames are small, runs of them are read at once into a read-ahead
  * buffer and handed out from there: a copy of a few bytes is cheaper than
  * three reads per frame. A large payload is read into its buffer directly.
+ *
+ * On a keyed link (reader_set_guard()) every frame carries FRAME_FLAG_TAG
+ * and tags (PROTOCOL.md, "Frame authentication"): the header and body (a
+ * DATA frame's fixed part) are followed by a tag, checked before anything
+ * of the frame is handed out; a DATA payload by another, its bytes fed to
+ * the guard as they arrive (decrypted in place if the link encrypts) and
+ * handed out only once that tag is right.
  */
 #ifndef RINGD_READER_H
 #define RINGD_READER_H
@@ -50,9 +57,36 @@ typedef struct {
     void (*payload)(void *owner, const frame_data *d, uint8_t *dst);
     /* Bytes that are not a valid frame: the owner closes the stream. */
     void (*fail)(void *owner, const char *why);
+    /* Keyed links: the payload of a DATA frame taken with READER_INTO has a
+     * wrong tag; its bytes are not to be used, and the owner closes the
+     * stream. NULL: fail() is called instead. */
+    void (*forged)(void *owner, const frame_data *d, const char *why);
 } reader_ops;
 
-typedef enum { RD_HEADER, RD_BODY, RD_PAYLOAD, RD_SKIP, RD_PAUSED } reader_state;
+#define READER_TAG 16 /* bytes of a tag on a keyed link */
+
+/* The checks of a keyed link, with ctx. Each returns 1 if the tag is right. */
+typedef struct {
+    /* A frame's header, its body (a DATA frame's fixed part: n bytes) and
+     * the tag that followed them. */
+    int (*head)(void *ctx, const uint8_t *hdr, const uint8_t *body, size_t n,
+                const uint8_t *tag);
+    /* A DATA payload: begin, its bytes in order as they arrive (to be
+     * decrypted in place if need be), then its tag. */
+    void (*payload_begin)(void *ctx);
+    void (*payload_part)(void *ctx, uint8_t *p, size_t n);
+    int (*payload_end)(void *ctx, const uint8_t *tag);
+} reader_guard;
+
+typedef enum {
+    RD_HEADER,
+    RD_BODY,
+    RD_TAG, /* keyed: the tag of the header and body */
+    RD_PAYLOAD,
+    RD_SKIP,
+    RD_PAYLOAD_TAG, /* keyed: the tag of the payload */
+    RD_PAUSED
+} reader_state;
 
 struct reader {
     const reader_ops *ops;
@@ -66,6 +100,11 @@ struct reader {
     uint8_t body[FRAME_MAX_COMMIT_BODY]; /* the largest body but DATA's */
     frame_data data;                     /* the DATA frame being read */
     uint8_t *dst;
+    int verdict;   /* READER_INTO or READER_SKIP, once its payload is taken */
+    uint8_t *last; /* where reader_buf() sent the bytes last */
+    const reader_guard *guard;
+    void *guard_ctx;
+    uint8_t tag[READER_TAG];
 
     int small;      /* the last DATA payload was small: read ahead */
     int into_ahead; /* the read in progress goes to ahead */
@@ -77,6 +116,11 @@ struct reader {
  * bytes of each piece, never past a frame (a handshake that hands the rest
  * of the stream over to another reader). */
 void reader_init(reader *r, const reader_ops *ops, void *owner, int read_ahead);
+
+/* From the next frame on, every frame must carry tags that g checks (a
+ * keyed link; g NULL: none may). Call it between frames, e.g. from the
+ * control callback of the last handshake frame. */
+void reader_set_guard(reader *r, const reader_guard *g, void *ctx);
 
 /* Allows or forbids read-ahead from now on. */
 void reader_set_read_ahead(reader *r, int on);

@@ -29,4 +29,9 @@ void reduce_f16_apply(reduce_f16_impl impl, ringd_op op, uint16_t *dst, const ui
 void reduce_f16_finish(reduce_f16_impl impl, ringd_op op, uint16_t *buf, size_t count,
                        double divisor);
 
+/* The wire-type kernels (reduce.h) use AVX2 and F16C when the CPU has
+ * both, else portable loops that give the same bits. on 0 forces the
+ * portable ones, for tests; returns whether the fast ones were on. */
+int reduce_wire_fast(int on);
+
 #endif /* RINGD_REDUCE_INTERNAL_H */

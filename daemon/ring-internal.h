@@ -23,7 +23,13 @@ typedef struct {
     size_t esize;
     unsigned steps_left; /* steps whose chunk has not fully arrived */
     size_t writes;       /* sends not yet completed by the links */
-    int reading;         /* a payload is being read into the job's buffer */
+    int reading;         /* a payload is being read into the job's buffer (or wbuf) */
+    /* A job travelling narrow (job.wire): the whole buffer in the wire type,
+     * where segments are sent from and received into; esize is then 2 and
+     * every offset and length counts wire bytes (the float32 element of wire
+     * byte offset o is at job.buf + 2 o). Freed at completion. */
+    uint8_t *wbuf;
+    size_t wbuf_cap;
     uint64_t *recv_off;  /* per step: the next byte offset expected */
     job_timing t;
     /* Allreduce: per host h, when h's first data from its left neighbour
@@ -43,6 +49,9 @@ typedef struct {
     int first, n_act;
     uint8_t *staging; /* where reduce-scatter payloads land before reduction */
     size_t staging_cap;
+    uint8_t *wire_spare; /* a finished job's wire buffer, kept: a new one of
+                            32 MiB would be faulted in page by page */
+    size_t wire_spare_cap;
     uint32_t epoch; /* the links' epoch: seqs count from 0 in each */
     /* Confirmation: collectives each host has completed in this epoch, as
      * known here (this host's own is exact); every collective below the
@@ -85,6 +94,8 @@ void ring_host_ranks(const ring *r, int h, char *out, size_t len);
 /* Byte offset and length of chunk c of a's buffer. */
 void ring_chunk_range(const ring *r, const active *a, int c, uint64_t *off, uint64_t *len);
 uint64_t ring_chunk_len(const ring *r, const active *a, int c);
+/* Wire types: the float32 elements of a's buffer at wire byte offset pos. */
+float *ring_wire_own(const active *a, uint64_t pos);
 /* Queues one segment of a's step g (chunk c) for the right neighbour. */
 void ring_send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t len, double wsum,
                        int32_t delta_us);

@@ -54,6 +54,7 @@
 #include "ring-internal.h"
 
 #define SETTLE_GRACE_MS 2000 /* see hold_until() */
+#define WIRE_SPARE_MAX (128u << 20) /* a wire buffer kept between jobs, at most */
 
 int ring_mod(int x, int n)
 {
@@ -183,6 +184,27 @@ void ring_drop_links(ring *r)
 
 /* ---- sending ---- */
 
+float *ring_wire_own(const active *a, uint64_t pos)
+{
+    return (float *)(a->job->buf + 2 * pos);
+}
+
+/* A first-step segment of a job travelling narrow: this host's own
+ * elements in the wire type, ready to send from wbuf. An allgather's own
+ * block is rounded in place too, so this host keeps what the others get. */
+static void pack_segment(ring *r, active *a, int c, uint64_t off, uint32_t len)
+{
+    uint64_t coff, clen;
+    ring_chunk_range(r, a, c, &coff, &clen);
+    uint8_t *w = a->wbuf + coff + off;
+    float *own = ring_wire_own(a, coff + off);
+    ringd_dtype t = reduce_wire_type(a->job->wire);
+    if (a->job->kind == RINGD_COLL_ALLGATHER)
+        reduce_wire_round(t, w, own, len / 2);
+    else
+        reduce_wire_pack(t, w, own, len / 2);
+}
+
 void ring_send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t len, double wsum,
                        int32_t delta_us)
 {
@@ -199,10 +221,11 @@ void ring_send_segment(ring *r, active *a, int g, int c, uint64_t off, uint32_t 
                     .root = (uint32_t)j->root,
                     .wsum = wsum,
                     .delta_us = delta_us,
-                    .name_tag = j->name_tag};
+                    .name_tag = j->name_tag,
+                    .wire = a->wbuf ? j->wire : 0};
     uint64_t coff, clen;
     ring_chunk_range(r, a, c, &coff, &clen);
-    int rc = links_send_data(r->links, &d, j->buf + coff + off, a);
+    int rc = links_send_data(r->links, &d, (a->wbuf ? a->wbuf : j->buf) + coff + off, a);
     if (rc < 0) {
         jobs_fail(&r->q, j, FAIL_RUNNING, RINGD_ERING,
                   "%s #%" PRIu64 ": cannot send to right neighbour %s: %s", j->label, j->seq,
@@ -262,6 +285,22 @@ void ring_start_next(ring *r)
         run_alone(r, a);
         return;
     }
+    if (j->wire) {
+        a->esize = 2; /* offsets and lengths count wire bytes from here on */
+        if (r->wire_spare && r->wire_spare_cap >= j->count * 2) {
+            a->wbuf = r->wire_spare;
+            a->wbuf_cap = r->wire_spare_cap;
+            r->wire_spare = NULL;
+            r->wire_spare_cap = 0;
+        } else if ((a->wbuf = malloc(j->count * 2))) {
+            a->wbuf_cap = j->count * 2;
+        } else {
+            jobs_fail(&r->q, j, FAIL_RING, RINGD_ENOMEM,
+                      "%s #%" PRIu64 ": out of memory for its %" PRIu64 "-byte wire buffer",
+                      j->label, j->seq, j->count * 2);
+            return;
+        }
+    }
 
     int n = r->n;
     schedule_init(&a->sch, n, r->me, j->kind,
@@ -278,10 +317,11 @@ void ring_start_next(ring *r)
     uint32_t seg = r->cfg->segment_bytes / (uint32_t)a->esize * (uint32_t)a->esize;
     int c = schedule_send(&a->sch, a->sch.first);
     uint64_t bytes = c >= 0 ? ring_chunk_len(r, a, c) : 0;
-    for (uint64_t off = 0; off < bytes && j->status == 0; off += seg)
-        ring_send_segment(r, a, a->sch.first, c, off,
-                          (uint32_t)(bytes - off < seg ? bytes - off : seg), j->weight,
-                          FRAME_DELTA_UNKNOWN);
+    for (uint64_t off = 0; off < bytes && j->status == 0; off += seg) {
+        uint32_t len = (uint32_t)(bytes - off < seg ? bytes - off : seg);
+        if (a->wbuf) pack_segment(r, a, c, off, len);
+        ring_send_segment(r, a, a->sch.first, c, off, len, j->weight, FRAME_DELTA_UNKNOWN);
+    }
 
     /* The left neighbour may have started first; its frames wait for us. */
     links_resume(r->links);
@@ -351,6 +391,15 @@ static void complete(ring *r)
     job *j = a->job;
     name_straggler(r, a);
     job_timing t = a->t;
+    /* The largest wire buffer (up to WIRE_SPARE_MAX) stays for the next job. */
+    if (a->wbuf && a->wbuf_cap > r->wire_spare_cap && a->wbuf_cap <= WIRE_SPARE_MAX) {
+        free(r->wire_spare);
+        r->wire_spare = a->wbuf;
+        r->wire_spare_cap = a->wbuf_cap;
+    } else {
+        free(a->wbuf);
+    }
+    a->wbuf = NULL;
     a->job = NULL;
     r->first = (r->first + 1) % MAX_ACTIVE;
     r->n_act--;
@@ -800,6 +849,7 @@ static void ring_free(ring *r)
 {
     free(r->staging);
     free(r->done);
+    free(r->wire_spare);
     for (int k = 0; k < MAX_ACTIVE; k++) {
         free(r->act[k].recv_off);
         free(r->act[k].delta_us);

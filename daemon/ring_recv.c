@@ -57,6 +57,17 @@ static int mismatch(ring *r, active *a, const frame_data *d)
                   mr, ours);
         return 1;
     }
+    if (d->wire != (a->wbuf ? j->wire : 0)) {
+        static const char *const as[] = {"float32", "float32", "bfloat16", "float16"};
+        ring_host_ranks(r, left, lr, sizeof lr);
+        ring_host_ranks(r, r->me, mr, sizeof mr);
+        jobs_fail(&r->q, j, FAIL_RING, RINGD_EMISMATCH,
+                  "%s #%" PRIu64 " travels as %s from host %s (%s) and as %s from host %s (%s); "
+                  "set the same wire_dtype on every host, or in the call on every rank",
+                  j->label, j->seq, as[d->wire & 3], r->cfg->hosts[left].name, lr,
+                  as[a->wbuf ? j->wire & 3 : 0], r->cfg->hosts[r->me].name, mr);
+        return 1;
+    }
     if (d->name_tag && j->name_tag && d->name_tag != j->name_tag) {
         ring_host_ranks(r, left, lr, sizeof lr);
         ring_host_ranks(r, r->me, mr, sizeof mr);
@@ -136,7 +147,12 @@ int ring_on_data(void *data, const frame_data *d, uint8_t **dst, char *why, size
                               "(%" PRIu64 " bytes of %zu-byte elements)",
                               d->step, d->length, d->offset, c, clen, a->esize);
 
-    if (schedule_reduces(&a->sch, d->step)) {
+    if (a->wbuf) {
+        /* Every step lands in the wire buffer, in place, and is sent on
+         * from there (see ring.c on why the bytes are free by then). */
+        *dst = a->wbuf + coff + d->offset;
+        a->reading = 1;
+    } else if (schedule_reduces(&a->sch, d->step)) {
         *dst = staging(r, a, d->length, why, whylen);
         if (!*dst) return RINGD_ENOMEM;
     } else {
@@ -168,20 +184,30 @@ void ring_on_payload(void *data, const frame_data *d, int status, const char *wh
     double wsum = 0;
 
     if (schedule_reduces(&a->sch, g)) {
-        reduce_apply(j->dtype, j->op, p, r->staging, elems);
         wsum = d->wsum + j->weight;
         /* The last reduce-scatter step completes this host's own chunk. */
-        if (schedule_completes(&a->sch, g)) {
-            double divisor = j->op == RINGD_WMEAN ? wsum : j->ranks;
-            if (j->op == RINGD_WMEAN && !(divisor > 0 && isfinite(divisor))) {
-                jobs_fail(&r->q, j, FAIL_RING, RINGD_EINVAL,
-                          "%s #%" PRIu64 ": wmean needs positive weights; they sum to %g", j->label,
-                          j->seq, divisor);
-                ring_advance(r);
-                return;
-            }
-            reduce_finish(j->dtype, j->op, p, elems, divisor);
+        int last = schedule_completes(&a->sch, g);
+        double divisor = j->op == RINGD_WMEAN ? wsum : j->ranks;
+        if (last && j->op == RINGD_WMEAN && !(divisor > 0 && isfinite(divisor))) {
+            jobs_fail(&r->q, j, FAIL_RING, RINGD_EINVAL,
+                      "%s #%" PRIu64 ": wmean needs positive weights; they sum to %g", j->label,
+                      j->seq, divisor);
+            ring_advance(r);
+            return;
         }
+        if (a->wbuf && last) {
+            reduce_wire_complete(reduce_wire_type(j->wire), j->op, a->wbuf + coff + d->offset,
+                                 ring_wire_own(a, coff + d->offset), elems, divisor);
+        } else if (a->wbuf) {
+            reduce_wire_fold(reduce_wire_type(j->wire), j->op, a->wbuf + coff + d->offset,
+                             ring_wire_own(a, coff + d->offset), elems);
+        } else {
+            reduce_apply(j->dtype, j->op, p, r->staging, elems);
+            if (last) reduce_finish(j->dtype, j->op, p, elems, divisor);
+        }
+    } else if (a->wbuf) {
+        reduce_wire_unpack(reduce_wire_type(j->wire), ring_wire_own(a, coff + d->offset),
+                           a->wbuf + coff + d->offset, elems);
     }
     a->recv_off[g] += d->length;
     if (a->recv_off[g] == clen) a->steps_left--;

@@ -7,7 +7,8 @@
 #   deploy/install-deps.sh --build    to build ringd and run its demo (deploy/demo.sh)
 #   deploy/install-deps.sh --python   --build, and Debian's python3 with numpy and
 #                                     torch (examples/run_train.sh)
-#   deploy/install-deps.sh --bench    --build, and iproute2 and iperf3 (bench/run.sh)
+#   deploy/install-deps.sh --bench    --build, and iproute2 and iperf3 (bench/run.sh), g++
+#                                     and libgloo-dev (bench/gloo.sh)
 #   deploy/install-deps.sh --package  --build, and what cpack -G DEB runs (dpkg-dev, file)
 #   deploy/install-deps.sh --list [PURPOSE]   print the packages instead
 set -euo pipefail
@@ -19,7 +20,8 @@ build=(
     libcriterion-dev                  # tests (the build compiles them unless -DRINGD_TESTS=OFF)
 )
 python=(python3 python3-numpy python3-torch) # the Python client, Debian's python3
-bench=(iproute2 iperf3)                      # the network-namespace testbed and benchmark
+bench=(iproute2 iperf3                       # the network-namespace testbed and benchmark
+    g++ libgloo-dev)                         # bench/gloo.sh: Gloo's allreduce to compare with
 package=(dpkg-dev file)                      # cpack -G DEB: dpkg-shlibdeps, dpkg-buildflags
 tests=(
     python3-pytest                    # the Python and service tests

@@ -16,7 +16,7 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 
 /* Largest bodies the encoders can produce: they must fit the limits that
  * frame_decode_header() enforces, or a peer would refuse our own frames. */
-#define HELLO_MAX_BODY (16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME + FRAME_NONCE_SIZE + 10)
+#define HELLO_MAX_BODY (16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME + FRAME_NONCE_SIZE + 11)
 #define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT + FRAME_NONCE_SIZE + FRAME_MAC_SIZE)
 #define ABORT_MAX_BODY (16 + 2 + FRAME_MAX_TEXT)
 #define AUTH_BODY FRAME_MAC_SIZE
@@ -168,6 +168,7 @@ int frame_encode_hello(uint8_t *buf, size_t cap, const frame_hello *h)
     wr_u8(&w, h->stream);
     wr_u8(&w, h->streams);
     wr_u64(&w, h->session);
+    wr_u8(&w, h->cipher);
     return finish(&w, FRAME_HELLO, (uint16_t)(hello_flags() | (h->auth ? FRAME_FLAG_AUTH : 0)),
                   body_len(&w));
 }
@@ -204,7 +205,7 @@ int frame_encode_data(uint8_t *buf, size_t cap, const frame_data *d)
     wr_u64(&w, d->count);
     wr_u64(&w, d->offset);
     wr_u8(&w, d->kind);
-    wr_u8(&w, 0); /* reserved */
+    wr_u8(&w, d->wire);
     wr_u16(&w, d->name_tag);
     wr_u32(&w, d->root);
     wr_f64(&w, d->wsum);
@@ -304,6 +305,7 @@ int frame_decode_hello(const frame_header *hdr, const uint8_t *body, frame_hello
     out->stream = rd_u8(&r);
     out->streams = rd_u8(&r);
     out->session = rd_u64(&r);
+    out->cipher = rd_u8(&r);
     if (out->stream >= (out->streams ? out->streams : 1)) r.bad = 1; /* 0 streams: 1 */
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }
@@ -337,7 +339,8 @@ int frame_decode_data(const frame_header *hdr, const uint8_t *body, frame_data *
     out->count = rd_u64(&r);
     out->offset = rd_u64(&r);
     out->kind = rd_u8(&r);
-    if (rd_u8(&r) != 0) r.bad = 1; /* reserved */
+    out->wire = rd_u8(&r);
+    if (out->wire != 0 && out->wire != 2 && out->wire != 3) r.bad = 1; /* ringd_wire */
     out->name_tag = rd_u16(&r);
     out->root = rd_u32(&r);
     out->wsum = rd_f64(&r);

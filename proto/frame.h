@@ -37,6 +37,8 @@
 #define FRAME_FLAG_LITTLE_ENDIAN 0x0001 /* HELLO: the sender stores elements little-endian */
 #define FRAME_FLAG_AUTH 0x0002          /* HELLO, WELCOME: the sender has a cluster key */
 #define FRAME_FLAG_CRC 0x0004           /* DATA: crc holds the payload's CRC32C */
+#define FRAME_FLAG_TAG 0x0008 /* every frame of a keyed link: tags follow (FRAME_TAG_SIZE) */
+#define FRAME_TAG_SIZE 16     /* an AEAD tag: after the body, and after a DATA payload */
 
 typedef enum {
     FRAME_HELLO = 1,   /* connector -> acceptor: who I am, who I think you are */
@@ -69,6 +71,8 @@ typedef struct {
     uint8_t streams;                 /* TCP streams per link, as configured by the sender
                                         (0 reads as 1) */
     uint64_t session;                /* the same on every stream of one link */
+    uint8_t cipher;                  /* with a key: 0 MAC only, 1 aes-256-gcm,
+                                        2 chacha20-poly1305 (auth_cipher) */
 } frame_hello;
 
 typedef struct {
@@ -139,6 +143,9 @@ typedef struct {
     uint64_t count;    /* elements in the whole collective buffer */
     uint64_t offset;   /* byte offset of the payload within its chunk */
     uint8_t kind;      /* ringd_coll of the collective */
+    uint8_t wire;      /* float32 travelling narrow: RINGD_WIRE_BFLOAT16 or
+                          RINGD_WIRE_FLOAT16 (then offset and length count wire
+                          bytes); else 0 */
     uint16_t name_tag; /* 16 bits of a hash of the collective's name; 0: unnamed */
     uint32_t root;     /* BROADCAST: the root rank; else 0 */
     double wsum;       /* WMEAN, reduce-scatter steps: sum of the weights reduced so far */

@@ -228,7 +228,7 @@ int msg_encode_collective(uint8_t *buf, size_t cap, const msg_collective *m)
     wr_u8(&w, m->kind);
     wr_u8(&w, m->dtype);
     wr_u8(&w, m->op);
-    wr_u8(&w, 0); /* reserved: keeps the integers after it aligned */
+    wr_u8(&w, m->wire);
     wr_u32(&w, m->region);
     wr_u64(&w, m->offset);
     wr_u64(&w, m->count);
@@ -247,9 +247,8 @@ int msg_decode_collective(const msg_header *h, const uint8_t *body, msg_collecti
     out->kind = rd_u8(&r);
     out->dtype = rd_u8(&r);
     out->op = rd_u8(&r);
-    /* A reserved byte must be 0, so that a later version can give it a
-     * meaning without old daemons silently ignoring it. */
-    if (rd_u8(&r) != 0) r.bad = 1;
+    out->wire = rd_u8(&r);
+    if (out->wire > 3) r.bad = 1; /* ringd_wire: default, none, bfloat16, float16 */
     out->region = rd_u32(&r);
     out->offset = rd_u64(&r);
     out->count = rd_u64(&r);

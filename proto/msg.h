@@ -92,6 +92,7 @@ typedef struct {
     uint8_t kind;  /* msg_coll_kind */
     uint8_t dtype; /* ringd_dtype */
     uint8_t op;    /* ringd_op */
+    uint8_t wire;  /* ringd_wire: how a float32 collective travels; 0 the daemon's */
     uint32_t region;
     uint64_t offset;             /* byte offset of the buffer in the region */
     uint64_t count;              /* elements; per rank for ALLGATHER and REDUCE_SCATTER, whose

@@ -152,6 +152,20 @@ typedef enum {
     RINGD_COLL_BARRIER = 5,        /* returns once every rank has entered it */
 } ringd_coll;
 
+/* How a float32 collective travels between hosts (ringd_collective.wire_dtype).
+ * Values are on the wire: never renumber. BFLOAT16 and FLOAT16 halve the bytes
+ * sent: each host widens what it receives to float32, adds its own value in
+ * float32 and rounds once to the wire type to pass it on, so results stay the
+ * same bits on every rank, within (N + 2) u sum|x_i| of the exact sum for N
+ * hosts (u = 2^-8 bfloat16, 2^-11 float16; float16 overflows past 65504).
+ * For allreduce, reduce_scatter and allgather of float32 only. */
+typedef enum {
+    RINGD_WIRE_DEFAULT = 0,  /* the daemon's wire_dtype (float32 collectives only) */
+    RINGD_WIRE_NONE = 1,     /* as float32, exact */
+    RINGD_WIRE_BFLOAT16 = 2, /* as bfloat16 */
+    RINGD_WIRE_FLOAT16 = 3,  /* as float16 */
+} ringd_wire;
+
 /* One collective, described for ringd_submit(). Zero-initialise it and set
  * what the kind needs:
  *   ALLREDUCE       buf (count elements, in place), dtype, op (+ weight for WMEAN)
@@ -178,6 +192,9 @@ typedef struct {
     double weight;       /* WMEAN: this rank's weight */
     const char *name;    /* optional, up to 64 bytes; errors name the collective by it */
     uint32_t timeout_ms; /* 0: the daemon's collective_timeout */
+    ringd_wire wire_dtype; /* float32 ALLREDUCE, REDUCE_SCATTER, ALLGATHER: how it
+                              travels; another kind or dtype with BFLOAT16 or
+                              FLOAT16 is RINGD_EINVAL */
 } ringd_collective;
 
 typedef struct ringd_request ringd_request;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config/config.h"
 
@@ -831,4 +833,141 @@ Test(config, streams_per_link_default_to_one_and_go_up_to_eight) {
     cfg_free(&c);
     expect_rejected(MINIMAL "streams: 9\n", "5:10: streams: expected an integer 1..8, got \"9\"");
     expect_rejected(MINIMAL "streams: 0\n", "5:10: streams: expected an integer 1..8, got \"0\"");
+}
+
+/* ---- Frame protection and wire types (issue 17) ------------------------ */
+
+Test(config, encryption_and_wire_dtype_default_to_none_and_take_their_names) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_eq(c.encryption, CFG_CIPHER_NONE);
+    cr_assert_eq(c.wire_dtype, CFG_WIRE_NONE);
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "secret_file: /k\nencryption: chacha20-poly1305\nwire_dtype: bfloat16\n");
+    cr_assert_eq(c.encryption, CFG_CIPHER_CHACHA20_POLY1305);
+    cr_assert_eq(c.wire_dtype, CFG_WIRE_BFLOAT16);
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "secret_file: /k\nencryption: aes-256-gcm\nwire_dtype: float16\n");
+    cr_assert_eq(c.encryption, CFG_CIPHER_AES_256_GCM);
+    cr_assert_eq(c.wire_dtype, CFG_WIRE_FLOAT16);
+    cfg_free(&c);
+}
+
+Test(config, rejects_encryption_without_a_key_and_unknown_names) {
+    expect_rejected(MINIMAL "encryption: aes-256-gcm\n",
+                    "5:13: encryption: needs a cluster key: set secret_file too (the links' keys "
+                    "come from it)");
+    expect_rejected(MINIMAL "secret_file: /k\nencryption: aes\n",
+                    "6:13: encryption: expected one of none, aes-256-gcm, chacha20-poly1305, got "
+                    "\"aes\"");
+    expect_rejected(MINIMAL "wire_dtype: int8\n",
+                    "5:13: wire_dtype: expected one of none, bfloat16, float16, got \"int8\"");
+}
+
+/* ---- Hostile input is refused quickly (issue 17, 5b) ------------------- */
+
+static char *nested(size_t depth, size_t *len) {
+    size_t cap = 64 + 2 * depth + sizeof MINIMAL;
+    char *s = malloc(cap);
+    cr_assert_not_null(s);
+    size_t n = (size_t)snprintf(s, cap, MINIMAL "x: ");
+    memset(s + n, '[', depth);
+    memset(s + n + depth, ']', depth);
+    n += 2 * depth;
+    s[n++] = '\n';
+    s[n] = '\0';
+    *len = n;
+    return s;
+}
+
+Test(config, refuses_deeply_nested_collections_at_once_saying_how_deep) {
+    size_t len;
+    cfg c;
+    char *s = nested(100000, &len); /* about 200 KB: took over 20 s */
+    int64_t t0 = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t0 = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    cr_assert_eq(cfg_parse("t.yaml", s, len, &c, err, sizeof err), -1);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - t0;
+    cr_expect_lt(ms, 1000, "took %lld ms", (long long)ms);
+    cr_expect_str_eq(err, "t.yaml:5:35: nested more than 32 levels deep: a ringd configuration "
+                          "needs 3");
+    free(s);
+    /* Within the cap it is an ordinary unknown key. */
+    s = nested(31, &len);
+    cr_assert_eq(cfg_parse("t.yaml", s, len, &c, err, sizeof err), -1);
+    cr_expect(strstr(err, "x: unknown key") != NULL, "%s", err);
+    free(s);
+}
+
+Test(config, refuses_a_file_over_one_mebibyte) {
+    size_t len = (1u << 20) + 1;
+    char *s = malloc(len);
+    cfg c;
+    cr_assert_not_null(s);
+    memset(s, '#', len);
+    memcpy(s, MINIMAL, strlen(MINIMAL));
+    cr_assert_eq(cfg_parse("t.yaml", s, len, &c, err, sizeof err), -1);
+    cr_expect_str_eq(err, "t.yaml: 1048577 bytes, larger than the 1024 KiB a configuration may "
+                          "have");
+    free(s);
+}
+
+/* ---- One address written two ways (issue 17, 5c) ----------------------- */
+
+static void expect_clash(const char *first, const char *second) {
+    char path[] = "/tmp/ringd-config-XXXXXX", yaml[512], want[256];
+    int fd = mkstemp(path);
+    cfg c;
+    cr_assert_geq(fd, 0);
+    int n = snprintf(yaml, sizeof yaml,
+                     "cluster: demo\nhosts:\n  - {name: a, address: \"%s\"}\n"
+                     "  - {name: b, address: \"%s\"}\n",
+                     first, second);
+    cr_assert_eq(write(fd, yaml, (size_t)n), n);
+    close(fd);
+    int rc = cfg_load(path, &c, err, sizeof err);
+    unlink(path);
+    cr_assert_eq(rc, -1, "%s beside %s was accepted", first, second);
+    snprintf(want, sizeof want, "%s:4:5: hosts[1].address: %s is the address of hosts[0] (a, %s "
+             "at line 3): both are 127.0.0.1 port 1",
+             path, second, first);
+    cr_expect(strncmp(err, want, strlen(want)) == 0, "got:  %s\nwant: %s", err, want);
+    cr_expect(strstr(err, "give each host its own address or port") != NULL, "%s", err);
+}
+
+Test(config, refuses_two_hosts_whose_addresses_resolve_alike) {
+    expect_clash("127.0.0.1:1", "localhost:1");
+    expect_clash("127.0.0.1:1", "[::ffff:127.0.0.1]:1");
+}
+
+Test(config, accepts_one_address_on_two_ports) {
+    char path[] = "/tmp/ringd-config-XXXXXX";
+    const char yaml[] = "cluster: demo\nhosts:\n  - {name: a, address: \"127.0.0.1:1\"}\n"
+                        "  - {name: b, address: \"localhost:2\"}\n";
+    int fd = mkstemp(path);
+    cfg c;
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, yaml, sizeof yaml - 1), (ssize_t)(sizeof yaml - 1));
+    close(fd);
+    int rc = cfg_load(path, &c, err, sizeof err);
+    unlink(path);
+    cr_assert_eq(rc, 0, "%s", err);
+    cfg_free(&c);
+}
+
+Test(config, the_links_use_cubic_unless_told_otherwise) {
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_str_eq(c.congestion_control, "cubic");
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "congestion_control: bbr\n");
+    cr_assert_str_eq(c.congestion_control, "bbr");
+    cfg_free(&c);
+    c = parse_ok(MINIMAL "congestion_control: system\n");
+    cr_assert_null(c.congestion_control, "system: the machine's own");
+    cfg_free(&c);
+    expect_rejected(MINIMAL "congestion_control: \"cubic; rm\"\n",
+                    "5:21: congestion_control: expected a TCP congestion control name (cubic, "
+                    "reno, bbr, ...) or system, got \"cubic; rm\"");
 }

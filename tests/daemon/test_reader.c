@@ -235,3 +235,216 @@ Test(reader, reads_stop_at_the_limit_the_owner_gives)
     reader_buf(&w.r, 5, &p, &n);
     cr_assert_eq(n, 5, "a stripe ends in 5 bytes");
 }
+
+/* ---- Keyed links: the guard (issue 17) ------------------------------- */
+
+/* A toy guard, no cryptography: a tag is the byte sum of what it covers
+ * plus a running count of tags, and payloads travel XOR 0x5A ("encrypted").
+ * It shows the reader checks what it must, in order, before handing out. */
+typedef struct {
+    uint32_t seq, sum;
+    int parts;
+} toy;
+
+static toy the_toy;
+
+static void toy_tag(uint32_t sum, uint32_t seq, uint8_t tag[READER_TAG])
+{
+    memset(tag, 0, READER_TAG);
+    memcpy(tag, &sum, 4);
+    memcpy(tag + 4, &seq, 4);
+}
+
+static int toy_head(void *ctx, const uint8_t *hdr, const uint8_t *body, size_t n, const uint8_t *tag)
+{
+    toy *t = ctx;
+    uint32_t sum = 0;
+    uint8_t want[READER_TAG];
+    for (size_t i = 0; i < FRAME_HEADER_SIZE; i++)
+        sum += hdr[i];
+    for (size_t i = 0; i < n; i++)
+        sum += body[i];
+    toy_tag(sum, t->seq++, want);
+    return memcmp(want, tag, READER_TAG) == 0;
+}
+
+static void toy_begin(void *ctx)
+{
+    toy *t = ctx;
+    t->sum = 0;
+}
+
+static void toy_part(void *ctx, uint8_t *p, size_t n)
+{
+    toy *t = ctx;
+    t->parts++;
+    for (size_t i = 0; i < n; i++) {
+        t->sum += p[i];
+        p[i] ^= 0x5A;
+    }
+}
+
+static int toy_end(void *ctx, const uint8_t *tag)
+{
+    toy *t = ctx;
+    uint8_t want[READER_TAG];
+    toy_tag(t->sum, t->seq++, want);
+    return memcmp(want, tag, READER_TAG) == 0;
+}
+
+static const reader_guard toy_guard = {toy_head, toy_begin, toy_part, toy_end};
+
+static int forged;
+static void on_forged(void *o, const frame_data *d, const char *why)
+{
+    owner *w = o;
+    (void)d;
+    forged++;
+    snprintf(w->why, sizeof w->why, "%s", why);
+}
+
+static const reader_ops keyed_ops = {on_header, on_control, on_data, on_payload, on_fail, on_forged};
+
+/* Appends the encoded frame at f (n bytes) as a keyed link sends it: the
+ * tag flag, the head's tag, then for DATA the payload (XOR 0x5A) and its
+ * tag. Returns the bytes written to out. */
+static size_t seal(uint8_t *out, const uint8_t *f, size_t n, const uint8_t *payload, size_t plen,
+                   uint32_t *seq)
+{
+    uint32_t sum = 0;
+    size_t k = 0;
+    memcpy(out, f, n);
+    out[7] |= FRAME_FLAG_TAG;
+    for (size_t i = 0; i < n; i++)
+        sum += out[i];
+    k = n;
+    toy_tag(sum, (*seq)++, out + k);
+    k += READER_TAG;
+    if (f[5] != FRAME_DATA) return k;
+    sum = 0;
+    for (size_t i = 0; i < plen; i++) {
+        out[k + i] = payload[i] ^ 0x5A;
+        sum += out[k + i];
+    }
+    k += plen;
+    toy_tag(sum, (*seq)++, out + k);
+    return k + READER_TAG;
+}
+
+/* PING, ABORT, DATA of plen bytes, PING, each sealed. */
+static size_t keyed_stream(uint8_t *buf, uint32_t plen, uint32_t *seq)
+{
+    uint8_t f[256], payload[4096];
+    size_t n = 0;
+    int k;
+    *seq = 0;
+    k = frame_encode_ping(f, sizeof f);
+    n += seal(buf + n, f, (size_t)k, NULL, 0, seq);
+    frame_abort a = {.seq = 3, .epoch = 1, .code = -9};
+    snprintf(a.reason, sizeof a.reason, "no");
+    k = frame_encode_abort(f, sizeof f, &a);
+    n += seal(buf + n, f, (size_t)k, NULL, 0, seq);
+    frame_data d = {.seq = 1, .epoch = 1, .length = plen, .count = plen, .kind = 1};
+    k = frame_encode_data(f, sizeof f, &d);
+    for (uint32_t i = 0; i < plen; i++)
+        payload[i] = (uint8_t)(i * 7 + 1);
+    n += seal(buf + n, f, (size_t)k, payload, plen, seq);
+    k = frame_encode_ping(f, sizeof f);
+    n += seal(buf + n, f, (size_t)k, NULL, 0, seq);
+    return n;
+}
+
+static void start_keyed(owner *w, int read_ahead)
+{
+    memset(w, 0, sizeof *w);
+    memset(&the_toy, 0, sizeof the_toy);
+    forged = 0;
+    reader_init(&w->r, &keyed_ops, w, read_ahead);
+    reader_set_guard(&w->r, &toy_guard, &the_toy);
+}
+
+Test(reader, a_keyed_stream_comes_out_whole_and_opened_however_it_is_cut)
+{
+    static uint8_t buf[8192];
+    static owner w;
+    uint32_t seq;
+    uint32_t plens[] = {0, 1, 100, 3000};
+    size_t chunks[] = {1, 5, 16, 4096};
+    for (int p = 0; p < 4; p++) {
+        size_t n = keyed_stream(buf, plens[p], &seq);
+        for (int c = 0; c < 4; c++) {
+            for (int ahead = 0; ahead < 2; ahead++) {
+                start_keyed(&w, ahead);
+                cr_assert_eq(feed(&w, buf, n, chunks[c]), n);
+                assert_stream_read(&w, plens[p]);
+                cr_assert_eq(the_toy.seq, seq, "every tag checked, in order");
+            }
+        }
+    }
+}
+
+Test(reader, a_wrong_head_tag_stops_the_stream_before_the_frame_is_handed_out)
+{
+    static uint8_t buf[8192];
+    static owner w;
+    uint32_t seq;
+    size_t n = keyed_stream(buf, 100, &seq);
+    buf[2 * FRAME_HEADER_SIZE + FRAME_TAG_SIZE + 5] ^= 1; /* the ABORT's body, after the PING */
+    start_keyed(&w, 1);
+    feed(&w, buf, n, 7);
+    cr_assert_eq(w.fails, 1);
+    cr_assert(strstr(w.why, "authentication failed: a ABORT frame has a wrong tag") != NULL, "%s",
+              w.why);
+    cr_assert_eq(w.controls, 1, "only the PING before it came out");
+}
+
+Test(reader, a_wrong_payload_tag_is_forged_and_never_handed_out)
+{
+    static uint8_t buf[8192];
+    static owner w;
+    uint32_t seq;
+    size_t n = keyed_stream(buf, 100, &seq);
+    /* The DATA payload: after PING+tag, ABORT+tag, DATA head+tag. */
+    size_t at = n - (FRAME_HEADER_SIZE + FRAME_TAG_SIZE) - FRAME_TAG_SIZE - 50;
+    buf[at] ^= 0x10;
+    start_keyed(&w, 0);
+    feed(&w, buf, n, 4096);
+    cr_assert_eq(forged, 1, "%s", w.why);
+    cr_assert_eq(w.payloads, 0);
+    cr_assert(strstr(w.why, "100-byte payload of a DATA frame has a wrong tag") != NULL, "%s",
+              w.why);
+}
+
+Test(reader, a_skipped_payload_is_still_checked_so_the_next_frame_is_too)
+{
+    static uint8_t buf[8192];
+    static owner w;
+    uint32_t seq;
+    size_t n = keyed_stream(buf, 3000, &seq);
+    start_keyed(&w, 1);
+    w.verdict = READER_SKIP;
+    cr_assert_eq(feed(&w, buf, n, 333), n);
+    cr_assert_eq(w.fails, 0, "%s", w.why);
+    cr_assert_eq(w.payloads, 0);
+    cr_assert_eq(w.controls, 3);
+    cr_assert_eq(the_toy.seq, seq);
+}
+
+Test(reader, a_keyed_link_refuses_an_untagged_frame_and_a_plain_one_a_tagged_one)
+{
+    static uint8_t buf[8192];
+    static owner w;
+    int n = frame_encode_ping(buf, sizeof buf);
+    start_keyed(&w, 1);
+    feed(&w, buf, (size_t)n, 64);
+    cr_assert_eq(w.fails, 1);
+    cr_assert_str_eq(w.why, "authentication failed: a frame without a tag on a keyed link");
+    uint32_t seq = 0;
+    uint8_t f[64];
+    memcpy(f, buf, (size_t)n);
+    size_t m = seal(buf, f, (size_t)n, NULL, 0, &seq);
+    start(&w, 1);
+    feed(&w, buf, m, 64);
+    cr_assert_eq(w.fails, 1);
+    cr_assert_str_eq(w.why, "a frame with a tag on a link without a key");
+}

@@ -30,7 +30,7 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_A
 #define N_ALL_TYPES (sizeof all_types / sizeof *all_types)
 
 /* Offsets and sizes in bodies (PROTOCOL.md). */
-#define HELLO_STREAMS 10 /* stream, streams, session */
+#define HELLO_STREAMS 11 /* stream, streams, session, cipher */
 #define DATA_CRC 56
 #define DATA_DELTA 60
 #define EPOCH_PHASE 8
@@ -445,11 +445,12 @@ Test(frame, hello_has_the_documented_byte_layout)
                       .auth = 1,
                       .stream = 1,
                       .streams = 3,
-                      .session = 0x1112131415161718u};
+                      .session = 0x1112131415161718u,
+                      .cipher = 2};
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 3, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 65, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 3, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -459,6 +460,7 @@ Test(frame, hello_has_the_documented_byte_layout)
         0xb8, 0xb9, 0xba, 0xbb, 0xbc, 0xbd, 0xbe, 0xbf,
         1, 3,                                                           /* stream, streams */
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,                 /* session */
+        2,                                                              /* cipher */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -1104,9 +1106,9 @@ Test(frame, accepts_data_with_an_empty_payload)
     cr_assert_eq(out.data.length, 0);
 }
 
-Test(frame, rejects_data_with_nonzero_reserved_bytes)
+Test(frame, data_takes_the_wire_types_and_refuses_other_values_after_kind)
 {
-    /* The byte after kind. */
+    /* The byte after kind: 0, or RINGD_WIRE_BFLOAT16 (2) or RINGD_WIRE_FLOAT16 (3). */
     static const size_t reserved[] = {41};
     any_frame in = sample(FRAME_DATA), out;
     uint8_t buf[FRAME_BUF];
@@ -1116,7 +1118,13 @@ Test(frame, rejects_data_with_nonzero_reserved_bytes)
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out.data), FRAME_OK);
     for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++) {
+        for (int v = 2; v <= 3; v++) {
+            buf[FRAME_HEADER_SIZE + reserved[i]] = (uint8_t)v;
+            cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out.data), FRAME_OK);
+            cr_assert_eq(out.data.wire, v);
+        }
         for (int bit = 0; bit < 8; bit++) {
+            if (bit == 1) continue; /* 2: bfloat16 */
             buf[FRAME_HEADER_SIZE + reserved[i]] = (uint8_t)(1u << bit);
             cr_assert_eq(frame_decode_data(&h, buf + FRAME_HEADER_SIZE, &out.data),
                          FRAME_EMALFORMED, "reserved byte %zu = %#x", reserved[i], 1u << bit);

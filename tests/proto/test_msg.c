@@ -687,8 +687,13 @@ Test(msg, rejects_nonzero_reserved_bytes)
     msg_header h;
     int n;
 
+    /* Byte 11 of COLLECTIVE is wire (ringd_wire, 0..3). */
     n = msg_encode_collective(buf, sizeof buf, &coll.coll);
-    buf[MSG_HEADER_SIZE + 11] = 1;
+    buf[MSG_HEADER_SIZE + 11] = 3;
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_OK);
+    cr_assert_eq(out.coll.wire, 3);
+    buf[MSG_HEADER_SIZE + 11] = 4;
     cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
     cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
 

@@ -213,6 +213,19 @@ def rank_reduce_scatter(c):
     return c.reduce_scatter(x, op="sum")
 
 
+def rank_wire_dtype(c):
+    """float32 as bfloat16 on the wire; a float64 array cannot travel so."""
+    rng = np.random.default_rng(c.rank)
+    x = rng.uniform(-10, 10, 10001).astype(np.float32)
+    got = c.allreduce(x.copy(), wire_dtype="bfloat16")
+    try:
+        c.allreduce(np.ones(3), wire_dtype="float16")
+        refused = None
+    except ringd.RingError as e:
+        refused = e.name
+    return x, got, refused
+
+
 def rank_barrier(c):
     time.sleep(0.1 * c.rank)
     entered = time.time()
@@ -232,6 +245,7 @@ def rank_argument_errors(c):
         ("list", lambda: c.allreduce([1.0, 2.0])),
         ("bf16_on_float", lambda: c.allreduce(np.ones(2, np.float32), dtype="bfloat16")),
         ("scatter_shape", lambda: c.reduce_scatter(np.ones(c.size + 1, np.float32))),
+        ("wire_name", lambda: c.allreduce(np.ones(2, np.float32), wire_dtype="int8")),
     ]:
         try:
             call()
@@ -372,6 +386,17 @@ def test_reduce_scatter_gives_each_rank_its_block_of_the_sum(pool):
         np.testing.assert_array_equal(block, full[2 * r : 2 * r + 2])
 
 
+def test_wire_dtype_bfloat16_is_the_same_everywhere_and_within_its_bound(pool):
+    out = pool.run(rank_wire_dtype)
+    xs = np.array([x for x, _, _ in out], dtype=np.float64)
+    exact, mag = xs.sum(axis=0), np.abs(xs).sum(axis=0)
+    n = len(out)
+    for _, got, refused in out:
+        np.testing.assert_array_equal(got.view(np.uint32), out[0][1].view(np.uint32))
+        assert np.all(np.abs(got - exact) <= (n + 2) * 2.0**-8 * mag * (1 + 2.0**-20))
+        assert refused == "RINGD_EINVAL"
+
+
 def test_barrier_waits_for_the_last_rank(pool):
     times = pool.run(rank_barrier)
     last_in = max(t for t, _ in times)
@@ -390,6 +415,7 @@ def test_bad_arguments_raise_before_anything_is_submitted(pool):
             "list": "TypeError",
             "bf16_on_float": "TypeError",
             "scatter_shape": "ValueError",
+            "wire_name": "ValueError",
         }
 
 

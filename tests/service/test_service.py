@@ -452,9 +452,10 @@ NEW_VALUES = {
     "connect_timeout": "4s", "backoff_initial": "200ms", "backoff_max": "4s",
     "socket_buffer": "2MiB", "fusion_threshold": "2MiB", "fusion_max": "16",
     "log_level": "debug", "heartbeat_interval": "500ms", "heartbeat_timeout": "4s",
-    "checksum": "none", "metrics": None,  # a free port, below
+    "checksum": "none", "wire_dtype": "bfloat16", "congestion_control": "reno",
+    "metrics": None,  # a free port, below
     "cluster": "svc2", "hosts": None, "socket": None, "local_clients": "2", "streams": "2",
-    "secret_file": None,
+    "secret_file": None, "encryption": "aes-256-gcm",  # encryption needs the key: after it
     "socket_mode": '"0600"', "socket_group": "0", "allowed_uids": "[0]", "allowed_gids": "[0]",
     "algorithm": "star", "star_root": "h0",
 }
@@ -496,7 +497,7 @@ def test_reload_applies_each_key_as_the_readme_ringd8_and_the_example_say(tmp):
     try:
         wait_for("the socket", status_ok)
         for cls in reference.CLASSES:
-            for k in sorted(classes[cls]):
+            for k in sorted(classes[cls], key=lambda k: (k == "encryption", k)):
                 before = len(logtext())
                 values[k] = new[k]
                 write()

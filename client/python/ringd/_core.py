@@ -103,6 +103,17 @@ def parse_op_weight(op, weight, what):
     return opv
 
 
+def parse_wire(wire_dtype, what):
+    """The ringd_wire value of wire_dtype: None (the daemon's wire_dtype),
+    "none" (float32 as is), "bfloat16" or "float16"."""
+    key = wire_dtype.lower() if isinstance(wire_dtype, str) else wire_dtype
+    if key not in _lib.WIRE_CODES:
+        raise ValueError(
+            f"{what}: wire_dtype must be None, 'none', 'bfloat16' or 'float16', not {wire_dtype!r}"
+        )
+    return _lib.WIRE_CODES[key]
+
+
 def dtype_code(dtype):
     """The ringd_dtype value of a NumPy dtype (or anything np.dtype() takes) or
     of a ringd dtype name such as "bfloat16"."""
@@ -578,7 +589,7 @@ class Connection:
         coll.timeout_ms = _timeout_ms(timeout, what)
         return coll
 
-    def _allreduce_req(self, array, op, weight, dtype, name, timeout, what="allreduce"):
+    def _allreduce_req(self, array, op, weight, dtype, name, timeout, what="allreduce", wire=None):
         opv = parse_op_weight(op, weight, what)
         work, copy_back = _inplace(array, what)
         code = _array_code(array, dtype, what)
@@ -592,6 +603,7 @@ class Connection:
             dtype=code,
             op=opv,
             weight=0.0 if weight is None else float(weight),
+            wire_dtype=parse_wire(wire, what),
         )
 
         return self._submit(what, coll, (array, work), _delivered(array, copy_back))
@@ -627,7 +639,7 @@ class Connection:
         work, copy_back = _inplace(out, what)
         return out, work, copy_back
 
-    def _allgather_req(self, array, out, dtype, name, timeout, what="allgather"):
+    def _allgather_req(self, array, out, dtype, name, timeout, what="allgather", wire=None):
         src = np.ascontiguousarray(array)
         code = _array_code(src, dtype, what)
         out, work, copy_back = self._out_array(out, (self.size,) + src.shape, src.dtype, what)
@@ -640,11 +652,12 @@ class Connection:
             input=src.ctypes.data if src.size else None,
             count=src.size,
             dtype=code,
+            wire_dtype=parse_wire(wire, what),
         )
 
         return self._submit(what, coll, (array, src, out, work), _delivered(out, copy_back))
 
-    def _reduce_scatter_req(self, array, op, weight, out, dtype, name, timeout):
+    def _reduce_scatter_req(self, array, op, weight, out, dtype, name, timeout, wire=None):
         what = "reduce_scatter"
         opv = parse_op_weight(op, weight, what)
         src = np.ascontiguousarray(array)
@@ -667,23 +680,35 @@ class Connection:
             dtype=code,
             op=opv,
             weight=0.0 if weight is None else float(weight),
+            wire_dtype=parse_wire(wire, what),
         )
 
         return self._submit(what, coll, (array, src, out, work), _delivered(out, copy_back))
 
     # ---- collectives ----
 
-    def allreduce(self, array, op="sum", *, weight=None, dtype=None, name=None, timeout=None):
+    def allreduce(
+        self, array, op="sum", *, weight=None, dtype=None, name=None, timeout=None, wire_dtype=None
+    ):
         """Reduces array across all ranks, in place, and returns it.
 
         op: "sum", "mean" (float types), "min", "max", "prod", or "wmean" with
         weight= this rank's weight (float types): sum(w_i x_i) / sum(w_i).
-        dtype="bfloat16" reduces a uint16 array of bfloat16 bit patterns."""
-        return self._allreduce_req(array, op, weight, dtype, name, timeout).wait()
+        dtype="bfloat16" reduces a uint16 array of bfloat16 bit patterns.
+        wire_dtype: how a float32 array travels between hosts: "bfloat16" or
+        "float16" (half the bytes, rounded at each hop; ringd.h, ringd_wire),
+        "none" (exact), or None for the daemon's wire_dtype."""
+        return self._allreduce_req(
+            array, op, weight, dtype, name, timeout, wire=wire_dtype
+        ).wait()
 
-    def allreduce_async(self, array, op="sum", *, weight=None, dtype=None, name=None, timeout=None):
+    def allreduce_async(
+        self, array, op="sum", *, weight=None, dtype=None, name=None, timeout=None, wire_dtype=None
+    ):
         """allreduce() without waiting: returns a Request whose wait() gives array."""
-        return self._allreduce_req(array, op, weight, dtype, name, timeout, "allreduce_async")
+        return self._allreduce_req(
+            array, op, weight, dtype, name, timeout, "allreduce_async", wire=wire_dtype
+        )
 
     def broadcast(self, array, root=0, *, dtype=None, name=None, timeout=None):
         """Overwrites array with the root rank's array, in place, and returns it."""
@@ -692,26 +717,38 @@ class Connection:
     def broadcast_async(self, array, root=0, *, dtype=None, name=None, timeout=None):
         return self._broadcast_req(array, root, dtype, name, timeout, "broadcast_async")
 
-    def allgather(self, array, *, out=None, dtype=None, name=None, timeout=None):
+    def allgather(self, array, *, out=None, dtype=None, name=None, timeout=None, wire_dtype=None):
         """Every rank's array, stacked along a new first axis in rank order:
-        a new array of shape (size,) + array.shape, or out."""
-        return self._allgather_req(array, out, dtype, name, timeout).wait()
+        a new array of shape (size,) + array.shape, or out. wire_dtype: as
+        for allreduce()."""
+        return self._allgather_req(array, out, dtype, name, timeout, wire=wire_dtype).wait()
 
-    def allgather_async(self, array, *, out=None, dtype=None, name=None, timeout=None):
-        return self._allgather_req(array, out, dtype, name, timeout, "allgather_async")
+    def allgather_async(
+        self, array, *, out=None, dtype=None, name=None, timeout=None, wire_dtype=None
+    ):
+        return self._allgather_req(
+            array, out, dtype, name, timeout, "allgather_async", wire=wire_dtype
+        )
 
     def reduce_scatter(
-        self, array, op="sum", *, weight=None, out=None, dtype=None, name=None, timeout=None
+        self, array, op="sum", *, weight=None, out=None, dtype=None, name=None, timeout=None,
+        wire_dtype=None,
     ):
         """Splits array along its first axis into size equal blocks and returns
         block `rank` of the reduction over all ranks: shape
-        (array.shape[0] // size,) + array.shape[1:]."""
-        return self._reduce_scatter_req(array, op, weight, out, dtype, name, timeout).wait()
+        (array.shape[0] // size,) + array.shape[1:]. wire_dtype: as for
+        allreduce()."""
+        return self._reduce_scatter_req(
+            array, op, weight, out, dtype, name, timeout, wire=wire_dtype
+        ).wait()
 
     def reduce_scatter_async(
-        self, array, op="sum", *, weight=None, out=None, dtype=None, name=None, timeout=None
+        self, array, op="sum", *, weight=None, out=None, dtype=None, name=None, timeout=None,
+        wire_dtype=None,
     ):
-        return self._reduce_scatter_req(array, op, weight, out, dtype, name, timeout)
+        return self._reduce_scatter_req(
+            array, op, weight, out, dtype, name, timeout, wire=wire_dtype
+        )
 
     def barrier(self, *, name=None, timeout=None):
         """Returns once every rank has entered the barrier."""

@@ -104,6 +104,10 @@ def make_error(code, message):
     return cls(code, name, message or desc)
 
 
+# ringd_wire: how a float32 collective travels between hosts.
+WIRE_CODES = {None: 0, "none": 1, "bfloat16": 2, "float16": 3}
+
+
 class Collective(ctypes.Structure):
     """ringd_collective of ringd.h."""
 
@@ -118,6 +122,7 @@ class Collective(ctypes.Structure):
         ("weight", ctypes.c_double),
         ("name", ctypes.c_char_p),
         ("timeout_ms", ctypes.c_uint32),
+        ("wire_dtype", ctypes.c_int),
     ]
 
 
