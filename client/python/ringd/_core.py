@@ -56,28 +56,27 @@ _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 # ---- names and types --------------------------------------------------------
 
-_NP_CODES = {
-    ("i", 1): 0,
-    ("u", 1): 1,
-    ("i", 4): 2,
-    ("i", 8): 3,
-    ("f", 2): 4,
-    ("f", 4): 6,
-    ("f", 8): 7,
-}
-_BF16 = _lib.DTYPES["bfloat16"]
+def _tables():
+    return _lib.load().tables
+
+
+def _bf16():
+    return _tables().dtypes["bfloat16"]
 
 
 def parse_op(op):
-    """The ringd_op value of "sum", "mean", ..., or of an int value."""
+    """The ringd_op value of "sum", "mean", ... (any spelling libringd's
+    ringd_op_parse() takes, and PyTorch's "average" and "product"), or of
+    an int value."""
+    t = _tables()
     if isinstance(op, str):
-        name = op.lower()
-        name = _lib.OP_ALIASES.get(name, name)
-        if name in _lib.OPS:
-            return _lib.OPS[name]
-    elif isinstance(op, int) and not isinstance(op, bool) and op in _lib.OP_NAMES:
+        name = _lib.OP_ALIASES.get(op.lower(), op)
+        value = _lib.load().c.ringd_op_parse(name.encode())
+        if value >= 0:
+            return value
+    elif isinstance(op, int) and not isinstance(op, bool) and op in t.op_names:
         return op
-    raise ValueError(f"unknown op {op!r}: expected one of {', '.join(_lib.OPS)}")
+    raise ValueError(f"unknown op {op!r}: expected one of {', '.join(t.ops)}")
 
 
 def _delivered(result, copy_back):
@@ -106,19 +105,19 @@ def parse_op_weight(op, weight, what):
 def dtype_code(dtype):
     """The ringd_dtype value of a NumPy dtype (or anything np.dtype() takes) or
     of a ringd dtype name such as "bfloat16"."""
-    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        return _BF16
+    t = _tables()
+    if isinstance(dtype, str) and _lib.load().c.ringd_dtype_parse(dtype.encode()) == _bf16():
+        return _bf16()
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"unknown dtype {dtype!r}") from None
-    if dt.name == "bfloat16":  # ml_dtypes' bfloat16, if the caller has it
-        return _BF16
-    code = _NP_CODES.get((dt.kind, dt.itemsize))
+    # NumPy's names are ringd's (and ml_dtypes' bfloat16 is "bfloat16").
+    code = t.dtypes.get(dt.name)
     if code is None or not dt.isnative:
         raise TypeError(
-            f"ringd has no element type for {dt} (it reduces int8, uint8, int32, int64, "
-            "float16, bfloat16, float32 and float64 in native byte order)"
+            f"ringd has no element type for {dt} (it reduces "
+            f"{', '.join(t.dtypes)} in native byte order)"
         )
     return code
 
@@ -132,7 +131,7 @@ def _array_code(arr, dtype, what):
         except TypeError as e:
             raise TypeError(f"{what}: {e}") from None
     code = dtype_code(dtype)
-    if code == _BF16:
+    if code == _bf16():
         if arr.dtype.name == "bfloat16" or (arr.dtype.kind in "iu" and arr.dtype.itemsize == 2):
             return code
         raise TypeError(
@@ -147,7 +146,7 @@ def _array_code(arr, dtype, what):
 def numpy_dtype(dtype):
     """The NumPy dtype that holds elements of a ringd dtype: bfloat16 is held
     as uint16 (its bit patterns)."""
-    if dtype_code(dtype) == _BF16 and not (
+    if dtype_code(dtype) == _bf16() and not (
         not isinstance(dtype, str) and np.dtype(dtype).name == "bfloat16"
     ):
         return np.dtype(np.uint16)
@@ -555,21 +554,10 @@ class Connection:
             state.flush()
             req = Request(state, what, (coll, keep), on_done)
             lib = state.lib
-            if lib.has_requests:
-                rc = lib.c.ringd_submit(state.ptr, ctypes.byref(coll), ctypes.byref(req._ptr))
-                if rc < 0:
-                    raise lib.error(rc, state.ptr)
-                state.pending.append(req)
-                return req
-            # A libringd without requests has the blocking allreduce only.
-            if coll.kind != _lib.COLL_ALLREDUCE or coll.op == _lib.WMEAN or coll.timeout_ms:
-                raise make_error(
-                    _lib.EINVAL,
-                    f"{what}: {lib.path} predates ringd_submit() and only has the "
-                    "blocking allreduce (no wmean, no timeout=); use a newer libringd",
-                )
-            rc = lib.c.ringd_allreduce(state.ptr, coll.buf, coll.count, coll.dtype, coll.op)
-            req._complete(lib.error(rc, state.ptr) if rc < 0 else None)
+            rc = lib.c.ringd_submit(state.ptr, ctypes.byref(coll), ctypes.byref(req._ptr))
+            if rc < 0:
+                raise lib.error(rc, state.ptr)
+            state.pending.append(req)
             return req
 
     def _collective(self, kind, what, name, timeout, **fields):
