@@ -155,14 +155,21 @@ _PROTOTYPES = {
 }
 
 
+def checkout_root():
+    """The source checkout whose client/python/ringd this package is, or None
+    (an installed package)."""
+    root = _PKG_DIR.parent.parent.parent
+    return root if (root / "client" / "include" / "ringd.h").is_file() else None
+
+
 def _candidates():
     """Paths or names to try, and whether the first one was asked for."""
     env = os.environ.get("RINGD_LIBRARY")
     if env:
         return [env], True
     out = []
-    root = _PKG_DIR.parent.parent.parent
-    if (root / "client" / "include" / "ringd.h").is_file():
+    root = checkout_root()
+    if root is not None:
         out.append(str(root / "build" / "client" / "libringd.so.0"))
     try:
         from . import _paths  # written by cmake --install
