@@ -14,6 +14,7 @@ if [ "${1:-}" != "--build" ]; then
     packages+=(
         python3 python3-numpy           # the Python client (Debian's python3)
         python3-torch python3-pytest    # its PyTorch helpers and tests
+        g++ python3-dev libtorch-dev pybind11-dev # the torch.distributed backend's C++ half
         iproute2 iperf3                 # the network-namespace testbed and benchmark
         systemd man-db                  # systemd-analyze verify of the unit (and its man pages)
         clang-14 libclang-rt-14-dev     # the libFuzzer targets (libFuzzer is in compiler-rt)

@@ -11,8 +11,9 @@ import os
 
 import numpy as np
 import pytest
+from conftest import import_torch
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 dist = pytest.importorskip("torch.distributed")
 
 import ringd  # noqa: E402

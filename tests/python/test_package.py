@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import import_torch
 
 import ringd
 
@@ -19,7 +20,8 @@ PYTHON = sys.executable
 def clean_env(**extra):
     """os.environ without the variables that point the package at a build."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("RINGD_LIBRARY", "RINGD_BIN", "PYTHONPATH", "RINGD_SOCKET")}
+           if k not in ("RINGD_LIBRARY", "RINGD_BIN", "PYTHONPATH", "RINGD_SOCKET",
+                        "RINGD_TORCH_EXT")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
@@ -74,6 +76,11 @@ def test_cmake_install_puts_a_package_that_finds_the_installed_library(tmp_path)
     assert Path(lib).name == "libringd.so.0"
     assert Path(lib).is_relative_to(prefix) and Path(lib).is_file(), lib
     assert Path(daemon) == prefix / "bin" / "ringd"
+    if os.environ.get("RINGD_TORCH_EXT"):  # the build has the torch.distributed backend
+        code = "from ringd.torch import _distributed as d\nprint(d._extension().__file__)\n"
+        r = run_python(code, clean_env(PYTHONPATH=str(site), PATH="/usr/bin:/bin"), tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert Path(r.stdout.strip()).is_relative_to(site / "ringd" / "torch"), r.stdout
     # ... and runs collectives with what it found.
     code = ("import numpy, os, ringd\nc = ringd.connect()\n"
             "os.write(1, b'%r\\n' % float(c.allreduce(numpy.ones(3) * (c.rank + 1))[0]))\n")
@@ -86,7 +93,7 @@ def test_cmake_install_puts_a_package_that_finds_the_installed_library(tmp_path)
 
 
 def test_the_training_example_runs_and_checks_itself(tmp_path):
-    pytest.importorskip("torch")
+    import_torch()
     env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
                PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
     r = subprocess.run([PYTHON, str(SOURCE / "examples" / "train_mlp.py"), "--launch", "4",

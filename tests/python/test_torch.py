@@ -7,8 +7,9 @@ backward pass or not, accumulating passes) against single-process training
 
 import numpy as np
 import pytest
+from conftest import import_torch
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 
 import ringd  # noqa: E402
 import ringd.torch as rt  # noqa: E402
