@@ -105,3 +105,15 @@ def test_the_training_example_runs_and_checks_itself(tmp_path):
     assert "matches: OK" in r.stdout
 
 
+
+
+def test_the_ddp_example_trains_with_one_changed_line(tmp_path):
+    import_torch()
+    env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
+               PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "3", "--timeout", "200", "--",
+                        PYTHON, str(SOURCE / "examples" / "train_ddp.py")],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[0] epoch 3: mean loss" in r.stdout
+    assert "[0] 3 replicas identical" in r.stdout

@@ -26,7 +26,11 @@ from .. import _core, _lib
 from . import _tensors
 from ._tensors import agree, conn_of, label
 
-BUCKET_BYTES = 16 << 20  # default bucket size of DistributedOptimizer
+# Default bucket size: small enough that the first buckets go round the ring
+# while most of the backward pass is still ahead (bench/RESULTS.md, overlap),
+# large enough that a bucket's time is mostly bandwidth. (Buckets submitted
+# together are fused by the daemon anyway, fusion_threshold.)
+BUCKET_BYTES = 2 << 20
 
 
 def _round_up(n, a=64):
@@ -36,7 +40,8 @@ def _round_up(n, a=64):
 class _Bucket:
     """Gradients of one dtype packed into one shared buffer."""
 
-    __slots__ = ("dtype", "code", "params", "offsets", "nbytes", "label", "final", "request")
+    __slots__ = ("dtype", "code", "params", "offsets", "nbytes", "base", "label", "final",
+                 "request")
 
     def __init__(self, dtype):
         self.dtype = dtype
@@ -44,6 +49,7 @@ class _Bucket:
         self.params = []
         self.offsets = []
         self.nbytes = 0
+        self.base = 0  # where the bucket starts in the layout's shared buffer
         self.label = ""
         self.final = 0  # parameters whose gradient is final for this step
         self.request = None  # its allreduce, from submission to synchronize()
@@ -67,9 +73,12 @@ class _Layout:
             b.params.append(p)
             b.nbytes = b.offsets[-1] + nb
             self.bucket_of[id(p)] = b
+        self.nbytes = 0  # of one shared buffer holding every bucket
         for i, b in enumerate(self.buckets):
             first, last = names.get(id(b.params[0]), "?"), names.get(id(b.params[-1]), "?")
             b.label = label(f"grads#{i} {first}..{last}")
+            b.base = self.nbytes
+            self.nbytes = _round_up(b.base + b.nbytes)
         self.next = 0  # the next bucket to submit
 
 
@@ -88,7 +97,7 @@ class _DistributedOptimizerMixin:
         self._ringd_layout = None
         self._ringd_counts = {}  # id(p) -> backward passes since the last step
         self._ringd_hooked = {}  # id(p) -> (accumulator node, hook handle)
-        self._ringd_buffers = {}  # bucket index -> its shared buffer
+        self._ringd_buffer = None  # shared with the daemon: every bucket, one after the other
         self._ringd_synced = False
         self._ringd_in_step = False
         self.ringd_weight = weight
@@ -188,7 +197,7 @@ class _DistributedOptimizerMixin:
         """Packs bucket i's gradients (zeros where there is none) and submits
         its allreduce."""
         c = conn_of(self._ringd_conn)
-        buf = self._ringd_buffer(c, i, b.nbytes)
+        buf = self._ringd_bucket(c, b)
         with torch.no_grad():
             for p, off in zip(b.params, b.offsets):
                 dst = buf[off : off + p.numel() * p.element_size()].view(b.dtype)
@@ -205,12 +214,13 @@ class _DistributedOptimizerMixin:
             weight=weight, keep=buf, name=b.label,
         )
 
-    def _ringd_buffer(self, c, i, nbytes):
-        """Bucket i's shared buffer, kept from step to step."""
-        buf = self._ringd_buffers.get(i)
-        if buf is None or buf.numel() < nbytes:
-            buf = self._ringd_buffers[i] = _tensors.empty(nbytes, torch.uint8, conn=c)
-        return buf
+    def _ringd_bucket(self, c, b):
+        """Bucket b's part of the shared buffer, which is kept from step to
+        step (one region of shared memory for all buckets)."""
+        need = self._ringd_layout.nbytes
+        if self._ringd_buffer is None or self._ringd_buffer.numel() < need:
+            self._ringd_buffer = _tensors.empty(need, torch.uint8, conn=c)
+        return self._ringd_buffer[b.base : b.base + b.nbytes]
 
     # ---- at step() ----
 
@@ -241,7 +251,7 @@ class _DistributedOptimizerMixin:
                 b.request = None
                 if errors:
                     continue
-                buf = self._ringd_buffers[i]
+                buf = self._ringd_bucket(None, b)
                 with torch.no_grad():
                     for p, off in zip(b.params, b.offsets):
                         nb = p.numel() * p.element_size()
