@@ -11,6 +11,9 @@
 # one JSON line per run, then the medians over rounds of each mode's median
 # step time and the ratios. ROUNDS defaults to 3, RATE to 1gbit.
 #
+# The defaults emulate an accelerator (overlap.py --device-ms); plain CPU
+# compute is `-- --device-ms 0 --batch 16` (bench/RESULTS.md says why both).
+# Four hosts share this machine's cores: run it on a quiet machine, at nice 0.
 # Needs root, iproute2, a build of ringd in $RINGD_BUILD (default build/)
 # and Debian's python3 with python3-torch.
 set -euo pipefail
@@ -60,8 +63,10 @@ for ((i = 0; i < hosts; i++)); do
         2>"$dir/ringd-$i.log" &
     daemons+=($!)
 done
-for ns in "${names[@]}"; do
-    for ((k = 0; k < 100; k++)); do [ -S "$dir/$ns.sock" ] && break; sleep 0.05; done
+for ((i = 0; i < hosts; i++)); do
+    for ((k = 0; k < 100; k++)); do [ -S "$dir/${names[$i]}.sock" ] && break; sleep 0.05; done
+    [ -S "$dir/${names[$i]}.sock" ] || { echo "overlap.sh: ringd of ${names[$i]} did not start:" >&2
+        cat "$dir/ringd-$i.log" >&2; exit 1; }
 done
 echo "# testbed $TESTBED: $hosts hosts, links $rate; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
