@@ -51,8 +51,8 @@ def __getattr__(name):
 
         try:
             return sorted(c for c in _lib.load().tables.constants if c.startswith("E")) + _ALL
-        except OSError:
-            return list(_ALL)
+        except OSError:  # no library: what does not come from it (pydoc still works)
+            return [n for n in _ALL if n not in ("DTYPES", "OPS")]
     if name in _FROM_CORE:
         return getattr(importlib.import_module("._core", __name__), name)
     from . import _lib
