@@ -45,19 +45,19 @@ static int breaks(session *s, int code)
 }
 
 /* Waits until fd is ready for events. Returns 1, 0 when the deadline passed,
- * or -errno. */
+ * or -errno. A deadline already past still looks once (ringd_test()). */
 static int wait_ready(int fd, short events, int64_t deadline)
 {
     for (;;) {
         int timeout = -1;
         if (deadline >= 0) {
             int64_t left = deadline - session_deadline(0);
-            if (left <= 0) return 0;
-            timeout = left > INT_MAX ? INT_MAX : (int)left;
+            timeout = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
         }
         struct pollfd p = {.fd = fd, .events = events};
         int n = poll(&p, 1, timeout);
         if (n > 0) return 1; /* POLLHUP and POLLERR too: the next call reports them */
+        if (n == 0 && timeout == 0) return 0;
         if (n < 0 && errno != EINTR) return -errno;
     }
 }

@@ -29,6 +29,7 @@ execute_process(
         -DRINGD_TESTS=OFF
         -DRINGD_WERROR=OFF
         -DRINGD_SANITIZE=OFF
+        -DRINGD_TORCH=OFF
     OUTPUT_QUIET
     RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

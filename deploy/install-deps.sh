@@ -19,7 +19,8 @@ build=(
     libsystemd-dev                    # sd_notify for the systemd unit
     libcriterion-dev                  # tests (the build compiles them unless -DRINGD_TESTS=OFF)
 )
-python=(python3 python3-numpy python3-torch) # the Python client, Debian's python3
+python=(python3 python3-numpy python3-torch # the Python client, Debian's python3
+    g++ python3-dev libtorch-dev pybind11-dev)   # ringd.torch's torch.distributed backend (C++)
 bench=(iproute2 iperf3                       # the network-namespace testbed and benchmark
     g++ libgloo-dev)                         # bench/gloo.sh: Gloo's allreduce to compare with
 package=(dpkg-dev file)                      # cpack -G DEB: dpkg-shlibdeps, dpkg-buildflags

@@ -8,9 +8,11 @@ A synthetic classification dataset (random inputs, labels from a random
 "teacher" network) is generated from a fixed seed, identically in every
 process. Each step takes a global batch of --batch samples from an epoch's
 permutation (the same on every rank); rank r trains on its 1/size shard of
-it. ringd.torch.DistributedOptimizer averages the gradients (MEAN) before
-every step, so with equal shards every replica takes exactly the step one
-process would take on the whole global batch, up to float rounding.
+it. ringd.torch.DistributedOptimizer averages the gradients (MEAN), bucket
+by bucket during the backward pass, so with equal shards every replica
+takes exactly the step one process would take on the whole global batch, up
+to float rounding. (The same with DistributedDataParallel and
+init_process_group("ringd"): examples/train_ddp.py.)
 
 Each epoch prints every rank's mean loss on its shards. At the end the script
 shows that (1) all replicas hold bit-identical weights (gathered with
@@ -119,7 +121,7 @@ def worker(args):
                      getattr(torch, args.dtype))
 
     def distribute(model, opt):
-        rt.broadcast_parameters(model, root=0)
+        rt.broadcast_parameters(model, root_rank=0)
         return model, rt.DistributedOptimizer(opt, named_parameters=model.named_parameters())
 
     def report(epoch, loss):

@@ -24,6 +24,14 @@ HOSTS = 4
 RING_CONFIG = "collective_timeout: 20s\n"
 
 
+def import_torch():
+    """torch, for the PyTorch tests; skips the calling module without it, and
+    in sanitized builds (RINGD_SKIP_TORCH_TESTS, see CMakeLists.txt)."""
+    if os.environ.get("RINGD_SKIP_TORCH_TESTS"):
+        pytest.skip("the PyTorch tests run in the normal build only", allow_module_level=True)
+    return pytest.importorskip("torch")
+
+
 @pytest.fixture(scope="session")
 def ring():
     r = LocalRing(HOSTS, extra_yaml=RING_CONFIG)

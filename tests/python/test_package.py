@@ -1,5 +1,5 @@
 """The package as a user meets it: importing it from a checkout or from an
-install finds libringd and ringd by themselves; the launcher; the example."""
+install finds libringd and ringd by themselves; the example."""
 
 import os
 import shutil
@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import import_torch
 
 import ringd
-from ringd import launch
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent.parent
@@ -20,7 +20,8 @@ PYTHON = sys.executable
 def clean_env(**extra):
     """os.environ without the variables that point the package at a build."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("RINGD_LIBRARY", "RINGD_BIN", "PYTHONPATH", "RINGD_SOCKET")}
+           if k not in ("RINGD_LIBRARY", "RINGD_BIN", "PYTHONPATH", "RINGD_SOCKET",
+                        "RINGD_TORCH_EXT")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
@@ -75,43 +76,24 @@ def test_cmake_install_puts_a_package_that_finds_the_installed_library(tmp_path)
     assert Path(lib).name == "libringd.so.0"
     assert Path(lib).is_relative_to(prefix) and Path(lib).is_file(), lib
     assert Path(daemon) == prefix / "bin" / "ringd"
+    if os.environ.get("RINGD_TORCH_EXT"):  # the build has the torch.distributed backend
+        code = "from ringd.torch import _distributed as d\nprint(d._extension().__file__)\n"
+        r = run_python(code, clean_env(PYTHONPATH=str(site), PATH="/usr/bin:/bin"), tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert Path(r.stdout.strip()).is_relative_to(site / "ringd" / "torch"), r.stdout
     # ... and runs collectives with what it found.
     code = ("import numpy, os, ringd\nc = ringd.connect()\n"
             "os.write(1, b'%r\\n' % float(c.allreduce(numpy.ones(3) * (c.rank + 1))[0]))\n")
-    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--timeout", "60", "--",
-                        PYTHON, "-c", code], env=clean_env(PYTHONPATH=str(site),
+    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--timeout", "60",
+                        "--no-prefix", "--", PYTHON, "-c", code], env=clean_env(PYTHONPATH=str(site),
                                                             PATH="/usr/bin:/bin"),
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["3.0", "3.0"]
 
 
-def test_launch_runs_one_process_per_rank_with_several_per_host(tmp_path):
-    code = ("import ringd, numpy, os\nc = ringd.connect()\n"
-            "s = c.allreduce(numpy.array([c.rank], numpy.int64))[0]\n"
-            "line = f'{c.rank} {c.size} {c.local_rank} {c.local_size} {s}\\n'\n"
-            "os.write(1, line.encode())  # one write: lines of the ranks do not mix\n")
-    env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
-               PYTHONDONTWRITEBYTECODE="1")
-    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--local-clients", "2",
-                        "--timeout", "60", "--", PYTHON, "-c", code],
-                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    lines = sorted(r.stdout.splitlines())
-    assert lines == [f"{r} 4 {r % 2} 2 6" for r in range(4)]
-
-
-def test_launch_reports_a_failing_rank(tmp_path):
-    code = "import ringd, sys\nc = ringd.connect()\nsys.exit(3 if c.rank == 1 else 0)\n"
-    env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"))
-    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "2", "--", PYTHON, "-c", code],
-                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 3
-    assert "rank 1 exited with status 3" in r.stderr
-
-
 def test_the_training_example_runs_and_checks_itself(tmp_path):
-    pytest.importorskip("torch")
+    import_torch()
     env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
                PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
     r = subprocess.run([PYTHON, str(SOURCE / "examples" / "train_mlp.py"), "--launch", "4",
@@ -123,6 +105,15 @@ def test_the_training_example_runs_and_checks_itself(tmp_path):
     assert "matches: OK" in r.stdout
 
 
-def test_find_ringd_honours_ringd_bin(monkeypatch):
-    monkeypatch.setenv("RINGD_BIN", "/some/where/ringd")
-    assert launch.find_ringd() == "/some/where/ringd"
+
+
+def test_the_ddp_example_trains_with_one_changed_line(tmp_path):
+    import_torch()
+    env = dict(os.environ, PYTHONPATH=str(SOURCE / "client" / "python"),
+               PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([PYTHON, "-m", "ringd.launch", "-n", "3", "--timeout", "200", "--",
+                        PYTHON, str(SOURCE / "examples" / "train_ddp.py")],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[0] epoch 3: mean loss" in r.stdout
+    assert "[0] 3 replicas identical" in r.stdout

@@ -1,68 +1,19 @@
-"""ringd.torch, 4 ranks on a ring of 4 real daemons: in-place allreduce of
-tensors, parameter broadcast, DistributedOptimizer against single-process
-training, and the DistributedDataParallel communication hook.
-
-Training runs compare 4 ranks, each on a quarter of every batch with
-gradients averaged by ringd, with one process on the whole batches from the
-same seed. Tolerance on every weight after 20 steps: 1e-12 in float64 and
-1e-5 in float32 (the only difference is the order of the additions; the
-model uses tanh so that no ReLU sits on a rounding edge).
+"""ringd.torch's Horovod-style API, 4 ranks on a ring of 4 real daemons:
+collectives on tensors, the shape checks, broadcasts of parameters,
+optimizer state and objects, DistributedOptimizer (overlapped with the
+backward pass or not, accumulating passes) against single-process training
+(see training.py), and the DistributedDataParallel communication hook.
 """
 
 import numpy as np
 import pytest
+from conftest import import_torch
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 
 import ringd  # noqa: E402
 import ringd.torch as rt  # noqa: E402
-
-TOLERANCE = {"float64": 1e-12, "float32": 1e-5}
-STEPS = 20
-BATCH = 64
-
-
-# ---- training, the same code in the ranks and in the reference ----
-
-
-def _data(dtype):
-    g = torch.Generator().manual_seed(5)
-    x = torch.randn(512, 10, generator=g).to(dtype)
-    y = torch.randint(0, 3, (512,), generator=g)
-    return x, y
-
-
-def _model(dtype, seed=3):
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(
-        torch.nn.Linear(10, 32), torch.nn.Tanh(), torch.nn.Linear(32, 16), torch.nn.Tanh(),
-        torch.nn.Linear(16, 3),
-    ).to(getattr(torch, dtype))
-
-
-def _flat(model):
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy().copy()
-
-
-def train(dtype, steps=STEPS, rank=0, size=1, wrap=None, model_seed=3):
-    """Trains with SGD + momentum; rank trains on shard rank of each batch.
-    wrap(model, opt) -> (model, opt) distributes it. Returns flat weights."""
-    torch.set_num_threads(1)
-    x, y = _data(getattr(torch, dtype))
-    model = _model(dtype, model_seed)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    if wrap:
-        model, opt = wrap(model, opt)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    shard = BATCH // size
-    for s in range(steps):
-        idx = torch.arange(s * BATCH, (s + 1) * BATCH) % x.shape[0]
-        idx = idx[rank * shard : (rank + 1) * shard]
-        opt.zero_grad()
-        loss_fn(model(x[idx]), y[idx]).backward()
-        opt.step()
-    return _flat(model)
-
+from training import TOLERANCE, flat_weights, make_model, train  # noqa: E402
 
 # ---- scenarios (run in the rank processes) ----
 
@@ -264,7 +215,7 @@ def test_four_ranks_train_like_one_process_on_the_full_batch(pool, dtype, fusion
         assert w.tobytes() == weights[0].tobytes(), "replicas differ"
     ref = train(dtype)
     assert np.abs(weights[0] - ref).max() <= TOLERANCE[dtype]
-    assert np.abs(ref - _flat(_model(dtype))).max() > 1e-3  # it did train
+    assert np.abs(ref - flat_weights(make_model(dtype))).max() > 1e-3  # it did train
 
 
 def test_parameters_without_gradient_on_some_ranks_stay_in_step(pool):
@@ -294,3 +245,213 @@ def test_distributed_data_parallel_with_the_ringd_hook(pool, tmp_path):
     for w in weights[1:]:
         assert w.tobytes() == weights[0].tobytes()
     assert np.abs(weights[0] - train("float64", steps=10)).max() <= TOLERANCE["float64"]
+
+
+# ---- Horovod's names ----------------------------------------------------------------
+
+
+def rank_horovod_calls(c):
+    """What a Horovod user writes, without conn= anywhere."""
+    import ringd.torch as hvd
+
+    assert hvd.init() is c and hvd.is_initialized()
+    out = {"ids": (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())}
+    torch.manual_seed(c.rank)
+    model = torch.nn.Linear(3, 2)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=2)
+    out["weight"] = model.weight.detach().numpy().copy()
+    t = torch.full((4,), float(c.rank))
+    out["mean"] = hvd.allreduce(t, op=hvd.Average).tolist()  # a new tensor
+    out["untouched"] = t.tolist()
+    h = hvd.allreduce_async_(t, op=hvd.Sum, name="t")
+    out["sum"] = hvd.synchronize(h).tolist()
+    out["polled"] = hvd.poll(h)
+    out["bcast"] = hvd.broadcast(torch.tensor([c.rank]), root_rank=3).tolist()
+    out["object"] = hvd.broadcast_object({"epoch": 7, "rank": c.rank}, root_rank=1)
+    out["objects"] = hvd.allgather_object(("r", c.rank))
+    return out
+
+
+def test_horovod_style_calls_use_the_process_connection(pool):
+    for r, out in enumerate(pool.run(rank_horovod_calls)):
+        assert out["ids"] == (r, 4, 0, 1)
+        assert out["mean"] == [1.5] * 4 and out["untouched"] == [float(r)] * 4
+        assert out["sum"] == [6.0] * 4 and out["polled"]
+        assert out["bcast"] == [3]
+        assert out["object"] == {"epoch": 7, "rank": 1}
+        assert out["objects"] == [("r", k) for k in range(4)]
+    weights = [out["weight"] for out in pool.run(rank_horovod_calls)]
+    for w in weights:
+        assert w.tobytes() == weights[0].tobytes()
+
+
+def rank_optimizer_state(c):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01 * (c.rank + 1))
+    if c.rank == 0:  # only the root has taken steps: the others' state is empty
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(5, 4)).pow(2).sum().backward()
+            opt.step()
+    rt.broadcast_optimizer_state(opt, root_rank=0, conn=c)
+    state = opt.state_dict()
+    flat = {f"{i}.{k}": v.numpy().copy() if torch.is_tensor(v) else v
+            for i, s in state["state"].items() for k, v in s.items()}
+    return state["param_groups"][0]["lr"], flat
+
+
+def test_broadcast_optimizer_state_fills_empty_states_with_the_roots(pool):
+    results = pool.run(rank_optimizer_state)
+    lr0, state0 = results[0]
+    assert lr0 == pytest.approx(0.01) and len(state0) == 6  # step, exp_avg, exp_avg_sq x 2
+    for lr, state in results[1:]:
+        assert lr == lr0 and state.keys() == state0.keys()
+        for k in state0:
+            assert np.array_equal(state[k], state0[k]), k
+
+
+def rank_wrong_arguments(c):
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        rt.broadcast_parameters(opt.state_dict(), root_rank=0, conn=c)
+    except TypeError as e:
+        return str(e)
+    return None
+
+
+def test_broadcast_parameters_of_an_optimizer_says_what_to_call(pool):
+    for message in pool.run(rank_wrong_arguments):
+        assert "broadcast_optimizer_state" in message
+
+
+# ---- shapes checked in tensor terms ---------------------------------------------------
+
+
+def rank_same_size_other_shape(c):
+    t = torch.ones((2, 6) if c.rank == 1 else (3, 4))
+    try:
+        rt.allreduce_(t, name="x", conn=c)
+    except ringd.RingError as e:
+        return e.code, e.message
+    return None
+
+
+def test_tensors_of_equal_size_but_other_shapes_fail_on_every_rank(pool):
+    for got in pool.run(rank_same_size_other_shape):
+        assert got == (ringd.EMISMATCH, "allreduce: x: rank 1 has (2, 6) float32, rank 0 has (3, 4)")
+
+
+def rank_model_differs(c, where):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential()
+    model.add_module("fc1", torch.nn.Linear(20, 33 if c.rank == 2 else 32))
+    model.add_module("fc2", torch.nn.Linear(33 if c.rank == 2 else 32, 2))
+    try:
+        if where == "optimizer":
+            opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                          named_parameters=model.named_parameters(), conn=c)
+            model(torch.randn(4, 20)).sum().backward()
+            opt.step()
+        else:
+            rt.broadcast_parameters(model, root_rank=0, conn=c)
+    except ringd.RingError as e:
+        return e.code, e.message
+    return None
+
+
+@pytest.mark.parametrize("where", ["optimizer", "broadcast_parameters"])
+def test_a_layer_of_another_shape_on_one_rank_is_named_on_every_rank(pool, where):
+    results = pool.run(rank_model_differs, where)
+    assert results[0] and all(r == results[0] for r in results)
+    code, message = results[0]
+    assert code == ringd.EMISMATCH
+    assert "rank 2 has (33, 20) float32, rank 0 has (32, 20)" in message, message
+    assert "fc1.weight" in message
+
+
+# ---- DistributedOptimizer: overlap, accumulation ---------------------------------------
+
+
+def rank_train_overlap(c, overlap, passes=1):
+    """Trains with 2 KiB buckets; returns the weights, and how many buckets
+    were on the ring before step() at the first step."""
+    seen = []
+
+    def wrap(model, opt):
+        rt.broadcast_parameters(model, root_rank=0, conn=c)
+        opt = rt.DistributedOptimizer(opt, named_parameters=model.named_parameters(), conn=c,
+                                      bucket_bytes=2048, overlap=overlap,
+                                      backward_passes_per_step=passes)
+        step = opt.step
+
+        def spying_step(*args):
+            if not seen:
+                seen.append(opt._ringd_layout.next if opt._ringd_layout else 0)
+            return step(*args)
+
+        opt.step = spying_step
+        return model, opt
+
+    if passes == 1:
+        w = train("float32", rank=c.rank, size=c.size, wrap=wrap, steps=8)
+    else:
+        w = train_accumulating(c, wrap, passes)
+    return w, seen[0], len(rt._optimizer._Layout(
+        [p for p in make_model("float32").parameters()], {}, 2048).buckets)
+
+
+def train_accumulating(c, wrap, passes):
+    """Each step on `passes` half-shards, one backward pass each."""
+    from training import BATCH, make_data
+
+    torch.manual_seed(0)
+    x, y = make_data(torch.float32)
+    model = make_model("float32")
+    model, opt = wrap(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    shard = BATCH // c.size
+    for s in range(6):
+        idx = (torch.arange(s * BATCH, (s + 1) * BATCH) % x.shape[0])[c.rank * shard:]
+        opt.zero_grad()
+        for part in idx[:shard].chunk(passes):
+            loss_fn(model(x[part]), y[part]).backward()
+        opt.step()
+    return flat_weights(model)
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_overlapped_buckets_give_the_bits_of_reducing_in_step(pool, passes):
+    overlapped = pool.run(rank_train_overlap, True, passes)
+    in_step = pool.run(rank_train_overlap, False, passes)
+    for (w, early, buckets), (w2, early2, _) in zip(overlapped, in_step):
+        assert w.tobytes() == overlapped[0][0].tobytes(), "replicas differ"
+        assert w.tobytes() == w2.tobytes(), "overlap changed the result"
+        assert buckets >= 3
+        assert early == buckets, "the buckets were not all submitted during backward"
+        assert early2 == 0
+
+
+def rank_misuse(c):
+    model = torch.nn.Linear(3, 3)
+    opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                  named_parameters=model.named_parameters(), conn=c)
+    out = []
+    model(torch.ones(1, 3)).sum().backward()
+    try:
+        opt.zero_grad()
+    except RuntimeError as e:
+        out.append(str(e))
+    try:
+        model(torch.ones(1, 3)).sum().backward()  # a second pass with 1 per step
+    except RuntimeError as e:
+        out.append(str(e))
+    opt.step()
+    return out
+
+
+def test_optimizer_misuse_is_explained(pool):
+    for zero_grad, twice in pool.run(rank_misuse):
+        assert "zero_grad() between backward() and step()" in zero_grad
+        assert "computed 2 times before step()" in twice and "backward_passes_per_step" in twice

@@ -22,45 +22,55 @@ libringd is found by itself ($RINGD_LIBRARY overrides; see ringd._lib).
 PyTorch helpers are in ringd.torch.
 """
 
-from ._core import (
-    Connection,
-    Request,
-    connect,
-    default_connection,
-    dtype_code,
-    init,
-    numpy_dtype,
-    parse_op,
-)
-from ._lib import (
-    EABORTED,
-    EAUTH,
-    EBUSY,
-    ECLOSED,
-    ECONNECT,
-    ECORRUPT,
-    EINPROGRESS,
-    EPERM,
-    EINVAL,
-    EIO,
-    EMISMATCH,
-    ENOMEM,
-    EPROTO,
-    ERANGE,
-    ERING,
-    ESHM,
-    ESHUTDOWN,
-    ETIMEDOUT,
-    ETOOBIG,
-    EVERSION,
-    RingError,
-    WaitTimeout,
-)
+import importlib
+
+from ._lib import RingError, WaitTimeout
 
 __version__ = "0.1.0"
 
-DTYPES = ("int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64")
-OPS = ("sum", "mean", "min", "max", "prod", "wmean")
+# Loaded on first use (PEP 562), so that importing the package needs neither
+# NumPy (ringd.launch does without it) nor the library: the connection and
+# array functions come from ._core, the error codes and the DTYPES and OPS
+# names from libringd's own tables.
+_FROM_CORE = (
+    "Connection",
+    "Request",
+    "connect",
+    "default_connection",
+    "dtype_code",
+    "init",
+    "numpy_dtype",
+    "parse_op",
+)
+
+
+def __getattr__(name):
+    if name == "__all__":
+        # The error codes (EINVAL, ...) are the library's: listed when it loads.
+        from . import _lib
+
+        try:
+            return sorted(c for c in _lib.load().tables.constants if c.startswith("E")) + _ALL
+        except OSError:  # no library: what does not come from it (pydoc still works)
+            return [n for n in _ALL if n not in ("DTYPES", "OPS")]
+    if name in _FROM_CORE:
+        return getattr(importlib.import_module("._core", __name__), name)
+    from . import _lib
+
+    if name == "DTYPES":
+        return tuple(_lib.DTYPES)
+    if name == "OPS":
+        return tuple(_lib.OPS)
+    if name.startswith("E") and name.isupper():
+        try:
+            return _lib.load().tables.constants[name]
+        except KeyError:
+            pass
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__getattr__("__all__")))
 
 
 def library_path():
@@ -70,27 +80,7 @@ def library_path():
     return _lib.load().path
 
 
-__all__ = [
-    "EABORTED",
-    "EAUTH",
-    "EBUSY",
-    "ECLOSED",
-    "ECONNECT",
-    "ECORRUPT",
-    "EINPROGRESS",
-    "EPERM",
-    "EINVAL",
-    "EIO",
-    "EMISMATCH",
-    "ENOMEM",
-    "EPROTO",
-    "ERANGE",
-    "ERING",
-    "ESHM",
-    "ESHUTDOWN",
-    "ETIMEDOUT",
-    "ETOOBIG",
-    "EVERSION",
+_ALL = [
     "Connection",
     "Request",
     "RingError",

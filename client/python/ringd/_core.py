@@ -10,6 +10,16 @@ in slices of WAIT_SLICE_MS, so that Ctrl-C interrupts a long wait in Python
 library is done with them). Requests complete in submission order, so waiting
 for one first finishes every earlier one; each keeps its own result or error.
 
+A process is one rank, so it has one connection: connect() makes it when
+there is none and returns it afterwards (ringd.torch, its torch.distributed
+backend and this module's users all share it); asking for another daemon's
+socket while it is open fails, saying so.
+
+A request with a done callback (Request.add_done_callback, which the
+torch.distributed backend's futures use) completes even if nobody waits for
+it: the connection's progress thread polls the oldest request while any
+such callback is pending, holding the lock only for each poll.
+
 Arrays from Connection.empty() live in memory from ringd_alloc(), which
 ringd_close() unmaps. Closing while such arrays are still referenced would
 leave them dangling, so close() first copies their contents, and right after
@@ -33,6 +43,10 @@ from . import _lib
 from ._lib import make_error
 
 WAIT_SLICE_MS = 100
+# Poll interval of the progress thread: from the first to the second, doubling
+# while nothing completes.
+PROGRESS_PAUSE_S = (0.0002, 0.002)
+DEFAULT_SOCKET = "/run/ringd/ringd.sock"  # ringd.h: ringd_connect() with NULL
 
 _PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
 _MAP_PRIVATE_ANON = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20)
@@ -56,28 +70,27 @@ _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 # ---- names and types --------------------------------------------------------
 
-_NP_CODES = {
-    ("i", 1): 0,
-    ("u", 1): 1,
-    ("i", 4): 2,
-    ("i", 8): 3,
-    ("f", 2): 4,
-    ("f", 4): 6,
-    ("f", 8): 7,
-}
-_BF16 = _lib.DTYPES["bfloat16"]
+def _tables():
+    return _lib.load().tables
+
+
+def _bf16():
+    return _tables().dtypes["bfloat16"]
 
 
 def parse_op(op):
-    """The ringd_op value of "sum", "mean", ..., or of an int value."""
+    """The ringd_op value of "sum", "mean", ... (any spelling libringd's
+    ringd_op_parse() takes, and PyTorch's "average" and "product"), or of
+    an int value."""
+    t = _tables()
     if isinstance(op, str):
-        name = op.lower()
-        name = _lib.OP_ALIASES.get(name, name)
-        if name in _lib.OPS:
-            return _lib.OPS[name]
-    elif isinstance(op, int) and not isinstance(op, bool) and op in _lib.OP_NAMES:
+        name = _lib.OP_ALIASES.get(op.lower(), op)
+        value = _lib.load().c.ringd_op_parse(name.encode())
+        if value >= 0:
+            return value
+    elif isinstance(op, int) and not isinstance(op, bool) and op in t.op_names:
         return op
-    raise ValueError(f"unknown op {op!r}: expected one of {', '.join(_lib.OPS)}")
+    raise ValueError(f"unknown op {op!r}: expected one of {', '.join(t.ops)}")
 
 
 def _delivered(result, copy_back):
@@ -117,19 +130,19 @@ def parse_wire(wire_dtype, what):
 def dtype_code(dtype):
     """The ringd_dtype value of a NumPy dtype (or anything np.dtype() takes) or
     of a ringd dtype name such as "bfloat16"."""
-    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        return _BF16
+    t = _tables()
+    if isinstance(dtype, str) and _lib.load().c.ringd_dtype_parse(dtype.encode()) == _bf16():
+        return _bf16()
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"unknown dtype {dtype!r}") from None
-    if dt.name == "bfloat16":  # ml_dtypes' bfloat16, if the caller has it
-        return _BF16
-    code = _NP_CODES.get((dt.kind, dt.itemsize))
+    # NumPy's names are ringd's (and ml_dtypes' bfloat16 is "bfloat16").
+    code = t.dtypes.get(dt.name)
     if code is None or not dt.isnative:
         raise TypeError(
-            f"ringd has no element type for {dt} (it reduces int8, uint8, int32, int64, "
-            "float16, bfloat16, float32 and float64 in native byte order)"
+            f"ringd has no element type for {dt} (it reduces "
+            f"{', '.join(t.dtypes)} in native byte order)"
         )
     return code
 
@@ -143,7 +156,7 @@ def _array_code(arr, dtype, what):
         except TypeError as e:
             raise TypeError(f"{what}: {e}") from None
     code = dtype_code(dtype)
-    if code == _BF16:
+    if code == _bf16():
         if arr.dtype.name == "bfloat16" or (arr.dtype.kind in "iu" and arr.dtype.itemsize == 2):
             return code
         raise TypeError(
@@ -158,7 +171,7 @@ def _array_code(arr, dtype, what):
 def numpy_dtype(dtype):
     """The NumPy dtype that holds elements of a ringd dtype: bfloat16 is held
     as uint16 (its bit patterns)."""
-    if dtype_code(dtype) == _BF16 and not (
+    if dtype_code(dtype) == _bf16() and not (
         not isinstance(dtype, str) and np.dtype(dtype).name == "bfloat16"
     ):
         return np.dtype(np.uint16)
@@ -269,6 +282,15 @@ class _State:
         self.shms = {}  # id -> _Shm not yet freed
         self.dead = []  # _Shm whose arrays are all gone, to free
         self.closing = False
+        self.progress = None  # the thread completing requests with callbacks
+
+    def start_progress(self):
+        """Starts the progress thread unless it runs (lock held)."""
+        if self.progress is None:
+            self.progress = threading.Thread(
+                target=_progress, args=(self,), name="ringd-progress", daemon=True
+            )
+            self.progress.start()
 
     def check(self, what):
         if self.ptr is None:
@@ -362,6 +384,24 @@ class _State:
         return lost
 
 
+def _progress(state):
+    """The progress thread: completes the oldest request, in a loop, while a
+    pending request has a done callback; sleeps between polls, without the
+    lock, so that submissions go on meanwhile."""
+    pause = PROGRESS_PAUSE_S[0]
+    while True:
+        with state.lock:
+            if state.ptr is None or not any(r._callbacks for r in state.pending):
+                state.progress = None
+                return
+            done = state.pending[0]._advance(0)
+        if done:
+            pause = PROGRESS_PAUSE_S[0]
+        else:
+            time.sleep(pause)
+            pause = min(2 * pause, PROGRESS_PAUSE_S[1])
+
+
 def _finalize_state(state):
     try:
         state.close()
@@ -392,6 +432,7 @@ class Request:
         self._done = False
         self._result = None
         self._error = None
+        self._callbacks = []
 
     def __repr__(self):
         status = "pending" if not self._done else ("failed" if self._error else "done")
@@ -417,6 +458,30 @@ class Request:
         self._error = error
         self._keep = self._on_done = None
         self._done = True
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            self._call(fn)
+
+    def _call(self, fn):
+        try:
+            fn(self)
+        except Exception as e:  # noqa: BLE001 - nobody to hand it to
+            warnings.warn(f"ringd: a done callback of {self._what} raised {e!r}", RuntimeWarning)
+
+    def add_done_callback(self, fn):
+        """Calls fn(request) once the request has completed: now if it has,
+        else in the thread that completes it (whoever waits, or the
+        connection's progress thread), with the connection's lock held."""
+        with self._state.lock:
+            if not self._done:
+                self._callbacks.append(fn)
+                self._state.start_progress()
+                return
+        self._call(fn)
+
+    def exception(self):
+        """The request's error (a RingError) once it has completed, or None."""
+        return self._error
 
     def _finish_one(self, timeout_ms):
         """ringd_wait() on this request alone (lock held); True if complete."""
@@ -487,25 +552,40 @@ class Connection:
     """
 
     def __init__(self, path=None):
+        global _shared
+        with _shared_lock:
+            current = _shared_connection()
+            if current is not None:
+                raise _one_rank_only(current, path, "ringd.Connection()")
+            self._open(path)
+            _shared = self
+
+    def _open(self, path):
         lib = _lib.load()
         ptr = ctypes.c_void_p()
         arg = None if path is None else os.fsencode(path)
         rc = lib.c.ringd_connect(arg, ctypes.byref(ptr))
         if rc < 0:
             raise lib.error(rc, None)
-        self._state = _State(lib, ptr.value, path)
+        where = os.fspath(path) if path is not None else os.environ.get("RINGD_SOCKET")
+        self._state = _State(lib, ptr.value, where or DEFAULT_SOCKET)
         self._finalizer = weakref.finalize(self, _finalize_state, self._state)
         c = lib.c
         self.rank = c.ringd_rank(ptr)
         self.size = c.ringd_size(ptr)
         self.local_rank = c.ringd_local_rank(ptr)
         self.local_size = c.ringd_local_size(ptr)
+        self._agreed = set()  # digests that ringd._agree.check_same() passed
+
+    @property
+    def path(self):
+        """The socket of the daemon this connection went to."""
+        return self._state.path
 
     def __repr__(self):
-        where = self._state.path or os.environ.get("RINGD_SOCKET") or "the default socket"
         status = "closed" if self.closed else f"rank {self.rank} of {self.size}"
         local = f"local {self.local_rank} of {self.local_size}"
-        return f"<ringd.Connection {status} ({local}) at {where}>"
+        return f"<ringd.Connection {status} ({local}) at {self.path}>"
 
     def __enter__(self):
         return self
@@ -520,7 +600,8 @@ class Connection:
     def close(self):
         """Closes the connection. Requests still in flight fail with
         RINGD_ECLOSED. Arrays from empty() stay usable, as private memory
-        holding their last contents. Idempotent."""
+        holding their last contents. Idempotent. The next connect() makes a
+        new connection."""
         self._state.close()
 
     # ---- shared memory ----
@@ -566,63 +647,54 @@ class Connection:
             state.flush()
             req = Request(state, what, (coll, keep), on_done)
             lib = state.lib
-            if lib.has_requests:
-                rc = lib.c.ringd_submit(state.ptr, ctypes.byref(coll), ctypes.byref(req._ptr))
-                if rc < 0:
-                    raise lib.error(rc, state.ptr)
-                state.pending.append(req)
-                return req
-            # A libringd without requests has the blocking allreduce only.
-            if coll.kind != _lib.COLL_ALLREDUCE or coll.op == _lib.WMEAN or coll.timeout_ms:
-                raise make_error(
-                    _lib.EINVAL,
-                    f"{what}: {lib.path} predates ringd_submit() and only has the "
-                    "blocking allreduce (no wmean, no timeout=); use a newer libringd",
-                )
-            rc = lib.c.ringd_allreduce(state.ptr, coll.buf, coll.count, coll.dtype, coll.op)
-            req._complete(lib.error(rc, state.ptr) if rc < 0 else None)
+            rc = lib.c.ringd_submit(state.ptr, ctypes.byref(coll), ctypes.byref(req._ptr))
+            if rc < 0:
+                raise lib.error(rc, state.ptr)
+            state.pending.append(req)
             return req
 
-    def _collective(self, kind, what, name, timeout, **fields):
-        coll = _lib.Collective(kind=kind, **fields)
-        coll.name = _name_bytes(name, what)
-        coll.timeout_ms = _timeout_ms(timeout, what)
-        return coll
-
-    def _allreduce_req(self, array, op, weight, dtype, name, timeout, what="allreduce", wire=None):
-        opv = parse_op_weight(op, weight, what)
-        work, copy_back = _inplace(array, what)
-        code = _array_code(array, dtype, what)
-        coll = self._collective(
-            _lib.COLL_ALLREDUCE,
-            what,
-            name,
-            timeout,
-            buf=work.ctypes.data if work.size else None,
-            count=work.size,
+    def _submit_ptr(self, kind, what, *, buf=None, input=None, count=0, code=0, op=None,
+                    weight=None, root=0, keep=None, on_done=None, name=None, timeout=None,
+                    wire=None):
+        """Submits a collective of kind on raw addresses: buf (and input) of
+        count elements of ringd dtype code, as ringd_collective describes;
+        keep holds them valid until it completes, on_done() gives the
+        Request's result. op and weight are checked for the reductions; wire
+        is a wire_dtype (parse_wire()). Returns the Request. Also the way in
+        for front ends (ringd.torch)."""
+        reduces = kind in (_lib.COLL_ALLREDUCE, _lib.COLL_REDUCE_SCATTER)
+        opv = parse_op_weight(op, weight, what) if reduces else 0
+        coll = _lib.Collective(
+            kind=kind,
+            buf=buf if count else None,
+            input=input if count else None,
+            count=count,
             dtype=code,
             op=opv,
+            root=int(root),
             weight=0.0 if weight is None else float(weight),
             wire_dtype=parse_wire(wire, what),
         )
+        coll.name = _name_bytes(name, what)
+        coll.timeout_ms = _timeout_ms(timeout, what)
+        return self._submit(what, coll, keep, on_done)
 
-        return self._submit(what, coll, (array, work), _delivered(array, copy_back))
+    def _allreduce_req(self, array, op, weight, dtype, name, timeout, what="allreduce", wire=None):
+        parse_op_weight(op, weight, what)
+        work, copy_back = _inplace(array, what)
+        return self._submit_ptr(
+            _lib.COLL_ALLREDUCE, what, buf=work.ctypes.data, count=work.size,
+            code=_array_code(array, dtype, what), op=op, weight=weight, keep=(array, work),
+            on_done=_delivered(array, copy_back), name=name, timeout=timeout, wire=wire,
+        )
 
     def _broadcast_req(self, array, root, dtype, name, timeout, what="broadcast"):
         work, copy_back = _inplace(array, what)
-        code = _array_code(array, dtype, what)
-        coll = self._collective(
-            _lib.COLL_BROADCAST,
-            what,
-            name,
-            timeout,
-            buf=work.ctypes.data if work.size else None,
-            count=work.size,
-            dtype=code,
-            root=int(root),
+        return self._submit_ptr(
+            _lib.COLL_BROADCAST, what, buf=work.ctypes.data, count=work.size,
+            code=_array_code(array, dtype, what), root=root, keep=(array, work),
+            on_done=_delivered(array, copy_back), name=name, timeout=timeout,
         )
-
-        return self._submit(what, coll, (array, work), _delivered(array, copy_back))
 
     def _out_array(self, out, shape, npdt, what):
         """(out, work, copy_back) for a result of shape and dtype."""
@@ -643,23 +715,15 @@ class Connection:
         src = np.ascontiguousarray(array)
         code = _array_code(src, dtype, what)
         out, work, copy_back = self._out_array(out, (self.size,) + src.shape, src.dtype, what)
-        coll = self._collective(
-            _lib.COLL_ALLGATHER,
-            what,
-            name,
-            timeout,
-            buf=work.ctypes.data if work.size else None,
-            input=src.ctypes.data if src.size else None,
-            count=src.size,
-            dtype=code,
-            wire_dtype=parse_wire(wire, what),
+        return self._submit_ptr(
+            _lib.COLL_ALLGATHER, what, buf=work.ctypes.data, input=src.ctypes.data,
+            count=src.size, code=code, keep=(array, src, out, work),
+            on_done=_delivered(out, copy_back), name=name, timeout=timeout, wire=wire,
         )
-
-        return self._submit(what, coll, (array, src, out, work), _delivered(out, copy_back))
 
     def _reduce_scatter_req(self, array, op, weight, out, dtype, name, timeout, wire=None):
         what = "reduce_scatter"
-        opv = parse_op_weight(op, weight, what)
+        parse_op_weight(op, weight, what)
         src = np.ascontiguousarray(array)
         if src.ndim == 0 or src.shape[0] % self.size:
             raise ValueError(
@@ -669,21 +733,11 @@ class Connection:
         code = _array_code(src, dtype, what)
         shape = (src.shape[0] // self.size,) + src.shape[1:]
         out, work, copy_back = self._out_array(out, shape, src.dtype, what)
-        coll = self._collective(
-            _lib.COLL_REDUCE_SCATTER,
-            what,
-            name,
-            timeout,
-            buf=work.ctypes.data if work.size else None,
-            input=src.ctypes.data if src.size else None,
-            count=work.size,
-            dtype=code,
-            op=opv,
-            weight=0.0 if weight is None else float(weight),
-            wire_dtype=parse_wire(wire, what),
+        return self._submit_ptr(
+            _lib.COLL_REDUCE_SCATTER, what, buf=work.ctypes.data, input=src.ctypes.data,
+            count=work.size, code=code, op=op, weight=weight, keep=(array, src, out, work),
+            on_done=_delivered(out, copy_back), name=name, timeout=timeout, wire=wire,
         )
-
-        return self._submit(what, coll, (array, src, out, work), _delivered(out, copy_back))
 
     # ---- collectives ----
 
@@ -755,80 +809,71 @@ class Connection:
         self.barrier_async(name=name, timeout=timeout).wait()
 
     def barrier_async(self, *, name=None, timeout=None):
-        coll = self._collective(_lib.COLL_BARRIER, "barrier", name, timeout)
-        return self._submit("barrier", coll, None, None)
-
-    # ---- raw buffers, for front ends such as ringd.torch ----
-
-    def _allreduce_ptr(
-        self, ptr, count, code, op, weight=None, keep=None, on_done=None, name=None,
-        what="allreduce",
-    ):
-        """Submits an allreduce of count elements of ringd dtype code at address
-        ptr, which keep keeps valid until completion; on_done() gives the
-        Request's result. Returns the Request."""
-        opv = parse_op_weight(op, weight, what)
-        coll = self._collective(
-            _lib.COLL_ALLREDUCE,
-            what,
-            name,
-            None,
-            buf=ptr if count else None,
-            count=count,
-            dtype=code,
-            op=opv,
-            weight=0.0 if weight is None else float(weight),
-        )
-        return self._submit(what, coll, keep, on_done)
-
-    def _broadcast_ptr(self, ptr, count, code, root, keep=None, on_done=None, name=None,
-                       what="broadcast"):
-        """Submits a broadcast of count elements at ptr; see _allreduce_ptr."""
-        coll = self._collective(
-            _lib.COLL_BROADCAST,
-            what,
-            name,
-            None,
-            buf=ptr if count else None,
-            count=count,
-            dtype=code,
-            root=int(root),
-        )
-        return self._submit(what, coll, keep, on_done)
+        return self._submit_ptr(_lib.COLL_BARRIER, "barrier", name=name, timeout=timeout)
 
 
 def connect(path=None):
-    """Connects to the local ringd daemon and joins the ring's ranks.
+    """The process's connection to its host's ringd daemon: made on the
+    first call, which joins the ring's ranks, and returned by the next ones.
 
     path: the daemon's Unix socket; None means $RINGD_SOCKET, else
-    /run/ringd/ringd.sock. The local rank is $RINGD_LOCAL_RANK, else
-    $LOCAL_RANK, else chosen by the daemon. Also a context manager:
+    /run/ringd/ringd.sock (or whatever the open connection uses). A process
+    is one rank: with a connection open, asking for another socket raises
+    RingError(EBUSY) naming both; close() it first. The local rank is
+    $RINGD_LOCAL_RANK, else $LOCAL_RANK, else chosen by the daemon. Also a
+    context manager, which closes the connection at the end:
 
         with ringd.connect() as c:
             c.allreduce(grad, op="mean")
     """
-    return Connection(path)
+    global _shared
+    with _shared_lock:
+        current = _shared_connection()
+        if current is not None:
+            if path is None or _same_socket(path, current.path):
+                return current
+            raise _one_rank_only(current, path, f"ringd.connect({os.fspath(path)!r})")
+        conn = Connection.__new__(Connection)
+        conn._open(path)
+        _shared = conn
+        return conn
 
 
-_default = None
-_default_lock = threading.Lock()
+_shared = None  # the process's Connection, once made
+_shared_lock = threading.Lock()
+
+
+def _shared_connection():
+    """The process's open connection, or None (lock held). One inherited
+    through fork() is the parent's, not this process's."""
+    c = _shared
+    if c is None or c.closed or c._state.pid != os.getpid():
+        return None
+    return c
+
+
+def _same_socket(a, b):
+    return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
+
+
+def _one_rank_only(current, path, what):
+    where = "the same socket" if path is None else os.fspath(path)
+    return make_error(
+        _lib.EBUSY,
+        f"{what}: this process is already rank {current.rank} of {current.size} through "
+        f"{current.path}, and a process can be one rank only (asked for {where}); use that "
+        "connection (ringd.connect() and ringd.default_connection() return it) or close() "
+        "it first",
+    )
 
 
 def default_connection():
-    """The process's shared connection (ringd.torch uses it when not given
-    one), made by connect() on first use."""
-    global _default
-    with _default_lock:
-        if _default is None or _default.closed:
-            _default = connect()
-        return _default
+    """The process's connection (ringd.torch and its torch.distributed
+    backend use it when not given one): connect() with no path."""
+    return connect()
 
 
 def init(path=None):
-    """Makes the process's shared connection, to path, and returns it."""
-    global _default
-    with _default_lock:
-        if _default is not None and not _default.closed:
-            raise RuntimeError("ringd.init(): the shared connection already exists")
-        _default = connect(path)
-        return _default
+    """connect(path), for the Horovod habit of calling init() first; may be
+    called again (it returns the same connection)."""
+    return connect(path)

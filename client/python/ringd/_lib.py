@@ -1,8 +1,10 @@
 """Finding and loading libringd, and the C declarations of ringd.h.
 
 Nothing here knows about arrays: this module is the ctypes image of the
-public header (codes, enums, the ringd_collective struct, prototypes) and
-RingError, the exception every libringd failure becomes.
+public header (the ringd_collective struct, prototypes) and RingError, the
+exception every libringd failure becomes. The header's codes and enums come
+from the library itself, when it is loaded (Tables), so importing the
+package needs no library: the first call that needs one loads it.
 
 Where the library comes from, first match wins:
   1. $RINGD_LIBRARY, a path (an error if it cannot be loaded);
@@ -21,58 +23,57 @@ from pathlib import Path
 
 _PKG_DIR = Path(__file__).resolve().parent
 
-# Error codes of ringd.h (RINGD_ERRNO_MAP). Their values are on the wire and
-# never change, so they are written out here rather than read from the library.
-ERRORS = {
-    -1: ("RINGD_EINVAL", "invalid argument"),
-    -2: ("RINGD_ENOMEM", "out of memory"),
-    -3: ("RINGD_ECONNECT", "cannot connect to the ringd daemon"),
-    -4: ("RINGD_ECLOSED", "connection to the ringd daemon was closed"),
-    -5: ("RINGD_EPROTO", "protocol error"),
-    -6: ("RINGD_EVERSION", "protocol version mismatch"),
-    -7: ("RINGD_ETIMEDOUT", "collective timed out"),
-    -8: ("RINGD_ERING", "ring is down or a neighbour was lost"),
-    -9: ("RINGD_EMISMATCH", "collective differs between ranks"),
-    -10: ("RINGD_EABORTED", "collective aborted"),
-    -11: ("RINGD_ESHM", "shared memory error"),
-    -12: ("RINGD_EBUSY", "local rank already taken"),
-    -13: ("RINGD_ERANGE", "buffer outside shared memory region"),
-    -14: ("RINGD_ETOOBIG", "buffer too large"),
-    -15: ("RINGD_EIO", "I/O error"),
-    -16: ("RINGD_ESHUTDOWN", "daemon is shutting down"),
-    -17: ("RINGD_EINPROGRESS", "request still in progress"),
-    -18: ("RINGD_EAUTH", "authentication failed"),
-    -19: ("RINGD_ECORRUPT", "data corrupted in transit"),
-    -20: ("RINGD_EPERM", "not allowed to use this daemon"),
-}
-EINVAL, ENOMEM, ECONNECT, ECLOSED, EPROTO, EVERSION, ETIMEDOUT, ERING = range(-1, -9, -1)
-EMISMATCH, EABORTED, ESHM, EBUSY, ERANGE, ETOOBIG, EIO, ESHUTDOWN = range(-9, -17, -1)
-EINPROGRESS, EAUTH, ECORRUPT, EPERM = -17, -18, -19, -20
-
-# ringd_dtype, ringd_op and ringd_coll: wire values.
-DTYPES = {
-    "int8": 0,
-    "uint8": 1,
-    "int32": 2,
-    "int64": 3,
-    "float16": 4,
-    "bfloat16": 5,
-    "float32": 6,
-    "float64": 7,
-}
-DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-DTYPE_SIZES = {0: 1, 1: 1, 2: 4, 3: 8, 4: 2, 5: 2, 6: 4, 7: 8}
-FLOAT_DTYPES = {4, 5, 6, 7}
-
-OPS = {"sum": 0, "mean": 1, "min": 2, "max": 3, "prod": 4, "wmean": 5}
-OP_ALIASES = {"avg": "mean", "average": "mean", "product": "prod"}
-OP_NAMES = {v: k for k, v in OPS.items()}
-SUM, MEAN, MIN, MAX, PROD, WMEAN = range(6)
-
-COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER, COLL_REDUCE_SCATTER, COLL_BARRIER = range(1, 6)
-COLL_NAMES = {1: "allreduce", 2: "broadcast", 3: "allgather", 4: "reduce_scatter", 5: "barrier"}
-
 NAME_MAX = 64  # bytes of ringd_collective.name
+
+# Op spellings of PyTorch's ReduceOp that libringd does not know.
+OP_ALIASES = {"average": "mean", "product": "prod"}
+
+
+class Tables:
+    """The names and values of ringd.h's enums, read from the library itself
+    (ringd_errname, ringd_strerror, ringd_dtype_name/size, ringd_op_name,
+    ringd_coll_name), so that Python never holds a copy that could drift.
+
+    errors       code -> (name, description), e.g. -7 -> ("RINGD_ETIMEDOUT", ...)
+    dtypes       name -> value, e.g. "float32" -> 6; dtype_names the reverse
+    dtype_sizes  value -> bytes per element
+    ops          name -> value, e.g. "sum" -> 0; op_names the reverse
+    colls        name -> value, e.g. "allreduce" -> 1; coll_names the reverse
+    """
+
+    def __init__(self, c):
+        self.errors = {}
+        code = -1
+        while True:  # the codes are -1, -2, ... with no gap (ringd.h)
+            name = c.ringd_errname(code).decode()
+            if not name.startswith("RINGD_E") or name == "RINGD_E?":
+                break
+            self.errors[code] = (name, c.ringd_strerror(code).decode())
+            code -= 1
+        self.dtypes = self._enum(c.ringd_dtype_name, 0)
+        self.dtype_names = {v: k for k, v in self.dtypes.items()}
+        self.dtype_sizes = {v: c.ringd_dtype_size(v) for v in self.dtype_names}
+        self.ops = self._enum(c.ringd_op_name, 0)
+        self.op_names = {v: k for k, v in self.ops.items()}
+        self.colls = self._enum(c.ringd_coll_name, 1)
+        self.coll_names = {v: k for k, v in self.colls.items()}
+        # Module attributes: EINVAL, ..., SUM, ..., COLL_ALLREDUCE, ...
+        self.constants = {name[len("RINGD_"):]: code for code, (name, _) in self.errors.items()}
+        self.constants.update({k.upper(): v for k, v in self.ops.items()})
+        self.constants.update({"COLL_" + k.upper(): v for k, v in self.colls.items()})
+
+    @staticmethod
+    def _enum(name_of, first):
+        """name -> value for values first, first + 1, ... until the library
+        has no name for one."""
+        out = {}
+        value = first
+        while True:
+            name = name_of(value)
+            if not name:
+                return out
+            out[name.decode()] = value
+            value += 1
 
 
 class RingError(Exception):
@@ -99,8 +100,10 @@ class WaitTimeout(RingError, TimeoutError):
 
 
 def make_error(code, message):
-    name, desc = ERRORS.get(code, (f"RINGD_E?({code})", "unknown error"))
-    cls = WaitTimeout if code == EINPROGRESS else RingError
+    """The RingError (WaitTimeout for EINPROGRESS) of a libringd code."""
+    t = load().tables
+    name, desc = t.errors.get(code, (f"RINGD_E?({code})", "unknown error"))
+    cls = WaitTimeout if code == t.constants["EINPROGRESS"] else RingError
     return cls(code, name, message or desc)
 
 
@@ -130,9 +133,8 @@ _vp = ctypes.c_void_p
 _int = ctypes.c_int
 _size = ctypes.c_size_t
 
-# name: (restype, argtypes). The first group is required; the second
-# (collectives and requests) is bound when the library has it.
-_REQUIRED = {
+# name: (restype, argtypes) of every function used.
+_PROTOTYPES = {
     "ringd_connect": (_int, [ctypes.c_char_p, ctypes.POINTER(_vp)]),
     "ringd_close": (None, [_vp]),
     "ringd_rank": (_int, [_vp]),
@@ -145,13 +147,24 @@ _REQUIRED = {
     "ringd_strerror": (ctypes.c_char_p, [_int]),
     "ringd_errname": (ctypes.c_char_p, [_int]),
     "ringd_last_error": (ctypes.c_char_p, [_vp]),
-}
-_OPTIONAL = {
+    "ringd_dtype_name": (ctypes.c_char_p, [_int]),
+    "ringd_dtype_size": (_size, [_int]),
+    "ringd_op_name": (ctypes.c_char_p, [_int]),
+    "ringd_coll_name": (ctypes.c_char_p, [_int]),
+    "ringd_dtype_parse": (_int, [ctypes.c_char_p]),
+    "ringd_op_parse": (_int, [ctypes.c_char_p]),
     "ringd_submit": (_int, [_vp, ctypes.POINTER(Collective), ctypes.POINTER(_vp)]),
     "ringd_wait": (_int, [_vp, _int]),
     "ringd_test": (_int, [_vp]),
     "ringd_run": (_int, [_vp, ctypes.POINTER(Collective)]),
 }
+
+
+def checkout_root():
+    """The source checkout whose client/python/ringd this package is, or None
+    (an installed package)."""
+    root = _PKG_DIR.parent.parent.parent
+    return root if (root / "client" / "include" / "ringd.h").is_file() else None
 
 
 def _candidates():
@@ -160,8 +173,8 @@ def _candidates():
     if env:
         return [env], True
     out = []
-    root = _PKG_DIR.parent.parent.parent
-    if (root / "client" / "include" / "ringd.h").is_file():
+    root = checkout_root()
+    if root is not None:
         out.append(str(root / "build" / "client" / "libringd.so.0"))
     try:
         from . import _paths  # written by cmake --install
@@ -185,18 +198,17 @@ class Library:
         self.path = path
         self.c = ctypes.CDLL(path)
         self.py = ctypes.PyDLL(path)
-        for table, required in ((_REQUIRED, True), (_OPTIONAL, False)):
-            for name, (restype, argtypes) in table.items():
-                for dll in (self.c, self.py):
-                    try:
-                        fn = getattr(dll, name)
-                    except AttributeError:
-                        if required:
-                            raise OSError(f"{path} has no {name}: is it libringd?") from None
-                        continue
-                    fn.restype = restype
-                    fn.argtypes = argtypes
-        self.has_requests = all(hasattr(self.c, n) for n in _OPTIONAL)
+        for name, (restype, argtypes) in _PROTOTYPES.items():
+            for dll in (self.c, self.py):
+                try:
+                    fn = getattr(dll, name)
+                except AttributeError:
+                    raise OSError(
+                        f"{path} has no {name}: is it libringd, and as new as this package?"
+                    ) from None
+                fn.restype = restype
+                fn.argtypes = argtypes
+        self.tables = Tables(self.c)
 
     def last_error(self, client):
         msg = self.c.ringd_last_error(client)
@@ -205,6 +217,30 @@ class Library:
     def error(self, code, client):
         """The RingError of a failed call on client (None: ringd_connect)."""
         return make_error(code, self.last_error(client))
+
+
+def __getattr__(name):
+    """The constants of ringd.h (EINVAL, ..., SUM, ..., COLL_ALLREDUCE, ...)
+    and the tables (DTYPES, OPS, ...), read from the library on first use."""
+    table = {
+        "ERRORS": "errors",
+        "DTYPES": "dtypes",
+        "DTYPE_NAMES": "dtype_names",
+        "DTYPE_SIZES": "dtype_sizes",
+        "OPS": "ops",
+        "OP_NAMES": "op_names",
+        "COLLS": "colls",
+        "COLL_NAMES": "coll_names",
+    }.get(name)
+    if table is None and not name.isupper():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    tables = load().tables
+    if table is not None:
+        return getattr(tables, table)
+    try:
+        return tables.constants[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 _lib = None

@@ -1,11 +1,25 @@
-"""A ring of ringd daemons on this machine, and processes to use it.
-
-For examples, tests and trying things out: LocalRing starts N daemons on
-127.0.0.1 (free ports, a generated config and sockets in a temporary
-directory) and stops them; the command line also starts the training
-processes, one per rank, each with RINGD_SOCKET and RINGD_LOCAL_RANK set:
+"""Starting the processes of a job, one per rank: on this machine with a
+ring of daemons of its own, or on the hosts of a cluster.
 
     python3 -m ringd.launch -n 4 -- python3 train.py --epochs 5
+    python3 -m ringd.launch --hosts node1:2,node2:2 -- python3 train.py
+
+With -n K it starts K ringd daemons on 127.0.0.1 (free ports, a generated
+config and sockets in a temporary directory; LocalRing) and
+--local-clients processes for each. With --hosts (or --hostfile) the
+daemons are the cluster's, already running: it starts each host's
+processes through a remote shell, `ssh -o BatchMode=yes {host} {cmd}` by
+default (--remote sets another: `ip netns exec {host}` on the namespace
+testbed); the hosts are listed in ring order, as in the daemons' config,
+each with its number of processes (its local_clients).
+
+Every rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (what
+torchrun sets) and RINGD_LOCAL_RANK (and RINGD_SOCKET on this machine), in
+the directory the launcher runs in. Each line a rank prints comes out with
+"[rank] " in front. Every rank is watched: the first that fails (exits
+non-zero or is killed) stops the others at once, is named, and its last
+lines are shown again at the end; Ctrl-C and SIGTERM are passed on to
+every rank. The exit status is the failed rank's (0 if none failed).
 
     with LocalRing(4) as ring:          # in Python
         env = ring.env(rank)            # os.environ plus RINGD_SOCKET, RINGD_LOCAL_RANK
@@ -14,12 +28,13 @@ processes, one per rank, each with RINGD_SOCKET and RINGD_LOCAL_RANK set:
 The ringd binary is $RINGD_BIN, else the build tree of the source checkout
 this package sits in (build/daemon/ringd), else the one installed with this
 package, else `ringd` on $PATH. Daemons die with the process that started them
-(PR_SET_PDEATHSIG), so none outlives a crashed test.
+(PR_SET_PDEATHSIG), so none outlives a crashed test. NumPy is not needed.
 """
 
 import argparse
 import ctypes
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -27,9 +42,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-_PKG_DIR = Path(__file__).resolve().parent
+from ._lib import checkout_root
+from ._supervise import GRACE, Proc, status_text, supervise
 
 READY_TIMEOUT = 20.0  # daemon start to socket accepting
 STOP_TIMEOUT = 15.0  # SIGTERM to exit
@@ -40,10 +55,9 @@ def find_ringd():
     env = os.environ.get("RINGD_BIN")
     if env:
         return env
-    root = _PKG_DIR.parent.parent.parent
-    cand = root / "build" / "daemon" / "ringd"
-    if (root / "client" / "include" / "ringd.h").is_file() and cand.is_file():
-        return str(cand)
+    root = checkout_root()
+    if root is not None and (root / "build" / "daemon" / "ringd").is_file():
+        return str(root / "build" / "daemon" / "ringd")
     try:
         from . import _paths
 
@@ -211,66 +225,235 @@ class LocalRing:
         return codes
 
 
-def run(command, hosts=4, local_clients=1, extra_yaml="", timeout=None):
-    """Starts a LocalRing and one process of command per rank; returns the
-    first non-zero exit status, or 0. When a process fails the others are
-    stopped, since their collectives can no longer complete."""
-    with LocalRing(hosts, local_clients, extra_yaml) as ring:
-        procs = [
-            subprocess.Popen(command, env=ring.env(r), preexec_fn=_die_with_parent)
-            for r in range(ring.size)
-        ]
-        status = 0
-        deadline = None if timeout is None else time.monotonic() + timeout
+def rank_env(rank, size, local_rank, local_size, base=None):
+    """base (default os.environ) with the variables every rank gets."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(size),
+        LOCAL_RANK=str(local_rank),
+        LOCAL_WORLD_SIZE=str(local_size),
+        RINGD_LOCAL_RANK=str(local_rank),
+    )
+    return env
+
+
+def _report(status, failed, procs):
+    """The last words of a job that failed: the failed rank's last lines,
+    which its own output may have scrolled away, then which it was."""
+    if failed is not None and failed.tail:
+        print(f"ringd.launch: the last lines of rank {failed.rank}:", file=sys.stderr)
+        for line in failed.tail:
+            print(f"  [{failed.rank}] {line}", file=sys.stderr)
+    if failed is not None:
+        stopped = [p.rank for p in procs if p is not failed and p.status not in (0, None)]
+        also = f"; ranks stopped: {', '.join(map(str, stopped))}" if stopped else ""
+        print(f"ringd.launch: rank {failed.rank} {status_text(failed.status)}{also}",
+              file=sys.stderr, flush=True)
+
+
+def run(command, hosts=4, local_clients=1, extra_yaml="", timeout=None, prefix=True, keep=False):
+    """Starts a LocalRing and one process of command per rank, and
+    supervises them (see the module's docstring). Returns the exit status:
+    that of the rank that failed first, or 0. keep: keep the daemons'
+    directory (config, logs); a daemon that fails keeps it too."""
+    ring = LocalRing(hosts, local_clients, extra_yaml, keep=keep)
+    ring.start()
+    procs = []
+    try:
+        for r in range(ring.size):
+            env = rank_env(r, ring.size, r % ring.local_clients, ring.local_clients, ring.env(r))
+            if prefix:
+                env.setdefault("PYTHONUNBUFFERED", "1")  # lines as they are printed
+            procs.append(Proc(r, subprocess.Popen(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)))
+        status, failed = supervise(procs, timeout, prefix)
+    finally:
+        for p in procs:
+            if p.popen.poll() is None:
+                p.signal(signal.SIGKILL)
+                p.popen.wait()
+        codes = ring.stop()
+    if status:
+        _report(status, failed, procs)
+    crashed = [i for i, code in enumerate(codes) if code != 0]
+    for i in crashed:
+        print(f"ringd.launch: daemon h{i} exited with status {codes[i]}:\n{ring.log_tail(i, 10)}",
+              file=sys.stderr)
+    if crashed or keep:
+        print(f"ringd.launch: the daemons' config and logs are in {ring.dir}", file=sys.stderr)
+    return status
+
+
+# ---- on the hosts of a cluster -------------------------------------------------------
+
+DEFAULT_REMOTE = "ssh -o BatchMode=yes {host} {cmd}"
+
+# What a remote rank runs: the command in its own session, in the launcher's
+# directory, and a watcher that passes on the signal names the launcher
+# writes to its input, and stops the command when that input ends (the
+# launcher stopped it, or went away).
+# (A background job's input is /dev/null unless redirected: hence fd 3.)
+_REMOTE_SCRIPT = """\
+cd {cwd} || exit 127
+exec 3<&0
+setsid env {env} {command} </dev/null 3<&- &
+pid=$!
+(while read -r sig; do kill -s "$sig" -- -$pid 2>/dev/null; done
+ kill -s TERM -- -$pid 2>/dev/null; sleep {grace}; kill -s KILL -- -$pid 2>/dev/null) <&3 &
+watcher=$!
+wait $pid
+status=$?
+kill $watcher 2>/dev/null
+exit $status
+"""
+
+
+def parse_hosts(text, default_slots=1):
+    """[(host, processes)] of "a:2,b,c:4" (or of a hostfile's lines, "a:2",
+    "a slots=2" or "a", # comments)."""
+    out = []
+    for item in text.replace("\n", ",").split(","):
+        item = item.split("#", 1)[0].strip()
+        if not item:
+            continue
+        host, slots = item, default_slots
+        if "slots=" in item:
+            host, _, slots = item.partition("slots=")
+        elif ":" in item and not item.startswith("["):
+            host, _, slots = item.rpartition(":")
+        host = host.strip()
         try:
-            while any(p.poll() is None for p in procs):
-                failed = [p for p in procs if p.returncode not in (None, 0)]
-                if failed or (deadline is not None and time.monotonic() > deadline):
-                    if not failed:
-                        print(f"ringd.launch: timed out after {timeout} s", file=sys.stderr)
-                        status = 1
-                    for p in procs:
-                        if p.poll() is None:
-                            p.terminate()
-                    break
-                time.sleep(0.05)
-            for p in procs:
-                p.wait()
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        for r, p in enumerate(procs):
-            if p.returncode != 0 and status == 0:
-                status = p.returncode if p.returncode > 0 else 128 - p.returncode
-                print(f"ringd.launch: rank {r} exited with status {p.returncode}", file=sys.stderr)
-        if status:
-            for i in range(ring.hosts):
-                print(ring.log_tail(i, 10), file=sys.stderr)
-        return status
+            slots = int(slots)
+        except ValueError:
+            raise ValueError(f"host {item!r}: expected HOST, HOST:N or HOST slots=N") from None
+        if not host or slots < 1:
+            raise ValueError(f"host {item!r}: expected HOST, HOST:N or HOST slots=N, N >= 1")
+        out.append((host, slots))
+    if not out:
+        raise ValueError("no hosts given")
+    return out
+
+
+def remote_argv(template, host, script):
+    """The argv that runs script (sh) on host: template's words with {host}
+    replaced, and {cmd} replaced by `sh -c SCRIPT` as one shell-quoted word
+    (what ssh wants: it hands a string to the remote shell); without {cmd},
+    `sh -c SCRIPT` as three words at the end (ip netns exec, docker exec)."""
+    words = shlex.split(template)
+    quoted = "sh -c " + shlex.quote(script)
+    argv = [quoted if w == "{cmd}" else w.replace("{host}", host) for w in words]
+    if "{cmd}" not in words:
+        argv += ["sh", "-c", script]
+    return argv
+
+
+def run_remote(command, hosts, remote=DEFAULT_REMOTE, env=None, timeout=None, prefix=True,
+               cwd=None):
+    """Starts command on each (host, processes) of hosts, in ring order,
+    through the remote shell template remote, with env (a dict) added to
+    the rank variables, and supervises them. Returns the exit status."""
+    size = sum(n for _, n in hosts)
+    cwd = cwd or os.getcwd()
+    procs = []
+    try:
+        rank = 0
+        for host, n in hosts:
+            for local in range(n):
+                variables = dict(env or {})
+                variables.update(rank_env(rank, size, local, n, base={}))
+                if prefix:
+                    variables.setdefault("PYTHONUNBUFFERED", "1")
+                script = _REMOTE_SCRIPT.format(
+                    cwd=shlex.quote(cwd),
+                    env=" ".join(shlex.quote(f"{k}={v}") for k, v in sorted(variables.items())),
+                    command=" ".join(shlex.quote(w) for w in command),
+                    grace=int(round(GRACE)),
+                )
+                procs.append(Proc(rank, subprocess.Popen(
+                    remote_argv(remote, host, script), stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                    preexec_fn=_die_with_parent), remote=True))
+                rank += 1
+        status, failed = supervise(procs, timeout, prefix)
+    finally:
+        for p in procs:
+            if p.popen.poll() is None:
+                p.stop()
+                p.signal(signal.SIGKILL)
+                p.popen.wait()
+    if status:
+        _report(status, failed, procs)
+    return status
+
+
+def _env_options(items):
+    """-x NAME (this process's value) and -x NAME=VALUE, as a dict."""
+    out = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq:
+            if name not in os.environ:
+                raise ValueError(f"-x {name}: not set here")
+            value = os.environ[name]
+        out[name] = value
+    return out
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="python3 -m ringd.launch",
-        description="Start a ring of ringd daemons on 127.0.0.1 and one copy of COMMAND per "
-        "rank, with RINGD_SOCKET and RINGD_LOCAL_RANK set; stop everything at the end.",
+        description="Start one copy of COMMAND per rank, on a ring of ringd daemons started "
+        "here (-n) or on the hosts of a cluster (--hosts, --hostfile); watch them all, stop "
+        "them all when one fails.",
     )
-    ap.add_argument("-n", "--hosts", type=int, default=4, help="daemons in the ring (4)")
-    ap.add_argument("--local-clients", type=int, default=1, help="processes per daemon (1)")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("-n", "--np", dest="n", type=int, default=None,
+                       help="daemons on 127.0.0.1 (default 4), each with --local-clients ranks")
+    where.add_argument("--hosts", metavar="H[:N],...",
+                       help="the cluster's hosts in ring order, N processes each (default "
+                       "--local-clients)")
+    where.add_argument("--hostfile", metavar="FILE",
+                       help="the hosts, one a line: HOST, HOST:N or HOST slots=N")
+    ap.add_argument("--local-clients", type=int, default=1,
+                    help="processes per host (1), where not given with the host")
+    ap.add_argument("--remote", default=DEFAULT_REMOTE, metavar="TEMPLATE",
+                    help="how to run a command on {host}: {cmd} is the command as one "
+                    "shell word; without {cmd} it is appended as `sh -c SCRIPT` "
+                    f"(default: {DEFAULT_REMOTE!r})")
+    ap.add_argument("-x", "--env", action="append", default=[], metavar="NAME[=VALUE]",
+                    help="an environment variable for the remote ranks (repeatable)")
     ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
-        help="a config key, e.g. --set collective_timeout=30s (repeatable)",
+        help="-n: a config key of the daemons, e.g. --set collective_timeout=30s (repeatable)",
     )
     ap.add_argument("--timeout", type=float, default=None, help="stop everything after S seconds")
+    ap.add_argument("--keep", action="store_true",
+                    help="-n: keep the daemons' directory (config, logs) and say where")
+    ap.add_argument("--no-prefix", dest="prefix", action="store_false",
+                    help="copy the ranks' output as it is, without [rank] in front of each line")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = ap.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("no command given")
+    if args.hosts and args.hosts.isdigit():  # the older spelling of -n
+        args.n, args.hosts = int(args.hosts), None
+    try:
+        if args.hosts or args.hostfile:
+            text = args.hosts
+            if args.hostfile:
+                with open(args.hostfile) as f:
+                    text = f.read()
+            hosts = parse_hosts(text, args.local_clients)
+            return run_remote(command, hosts, args.remote, _env_options(args.env), args.timeout,
+                              args.prefix)
+    except (ValueError, OSError) as e:
+        ap.error(str(e))
     extra = "\n".join(kv.replace("=", ": ", 1) for kv in args.set)
-    return run(command, args.hosts, args.local_clients, extra, args.timeout)
+    return run(command, args.n or 4, args.local_clients, extra, args.timeout, args.prefix,
+               args.keep)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,250 @@
+"""The torch.distributed backend "ringd", 4 ranks on a ring of 4 real
+daemons: init_process_group("ringd") with no address or store, every
+collective sync and async, errors from wait(), and DistributedDataParallel
+training against one process on the whole batches (training.py).
+
+The backend's C++ half must be built (the tests are skipped without it:
+CMake builds it when libtorch-dev is installed, except in sanitized builds).
+"""
+
+import os
+
+import numpy as np
+import pytest
+from conftest import import_torch
+
+torch = import_torch()
+dist = pytest.importorskip("torch.distributed")
+
+import ringd  # noqa: E402
+import ringd.torch  # noqa: E402,F401 - registers the backend
+from ringd.torch import _distributed  # noqa: E402
+from training import TOLERANCE, train  # noqa: E402
+
+try:
+    _distributed._extension()
+except RuntimeError as e:  # not built
+    pytest.skip(str(e), allow_module_level=True)
+
+
+def initialized(fn):
+    """Runs fn(c, ...) between init_process_group("ringd") and
+    destroy_process_group(), as the rank processes of a test do."""
+
+    def run(c, *args, **kwargs):
+        dist.init_process_group("ringd")
+        try:
+            return fn(c, *args, **kwargs)
+        finally:
+            dist.destroy_process_group()
+
+    run.__name__ = fn.__name__
+    return run
+
+
+# ---- scenarios (run in the rank processes; module-level so they pickle) ----
+
+
+def rank_init(c):
+    dist.init_process_group("ringd")
+    try:
+        pg = dist.group.WORLD
+        return (dist.get_rank(), dist.get_world_size(), dist.get_backend(), pg.rank(),
+                pg.size(), "MASTER_ADDR" in os.environ)
+    finally:
+        dist.destroy_process_group()
+
+
+def rank_collectives(c):
+    dist.init_process_group("ringd")
+    try:
+        r, n = dist.get_rank(), dist.get_world_size()
+        out = {}
+        for op in ("SUM", "AVG", "MIN", "MAX", "PRODUCT"):
+            for async_op in (False, True):
+                t = torch.tensor([r + 1.0, -(r + 1.0), 2.0])
+                work = dist.all_reduce(t, op=getattr(dist.ReduceOp, op), async_op=async_op)
+                if async_op:
+                    work.wait()
+                out[f"all_reduce {op} {async_op}"] = t.tolist()
+        ints = torch.arange(4, dtype=torch.int64) * (r + 1)
+        dist.all_reduce(ints)
+        out["int64"] = ints.tolist()
+        b = torch.full((2, 3), float(r))
+        dist.broadcast(b, src=2)
+        out["broadcast"] = b.tolist()
+        flags = torch.tensor([r == 1, True])  # bool: moved as bytes
+        dist.broadcast(flags, src=1)
+        out["broadcast bool"] = flags.tolist()
+        red = torch.tensor([float(r)])
+        dist.reduce(red, dst=3)
+        out["reduce"] = red.tolist()
+        gathered = [torch.empty(2) for _ in range(n)]
+        work = dist.all_gather(gathered, torch.tensor([r, 10.0 * r]), async_op=True)
+        work.wait()
+        out["all_gather"] = [g.tolist() for g in gathered]
+        into = torch.empty(n * 2)
+        dist.all_gather_into_tensor(into, torch.tensor([r, 10.0 * r]))
+        out["all_gather_into_tensor"] = into.tolist()
+        mine = torch.empty(2)
+        dist.reduce_scatter(mine, [torch.tensor([k, r + 0.0]) for k in range(n)])
+        out["reduce_scatter"] = mine.tolist()
+        mine = torch.empty(2)
+        dist.reduce_scatter_tensor(mine, torch.arange(2.0 * n) * (r + 1))
+        out["reduce_scatter_tensor"] = mine.tolist()
+        objects = [None] * n
+        dist.all_gather_object(objects, {"rank": r})
+        out["all_gather_object"] = objects
+        listed = [f"from {r}"]
+        dist.broadcast_object_list(listed, src=0)
+        out["broadcast_object_list"] = listed
+        dist.barrier()
+        work = dist.barrier(async_op=True)
+        work.wait()
+        t = torch.ones(3) * r
+        fut = dist.all_reduce(t, async_op=True).get_future()
+        out["future"] = fut.wait()[0].tolist()
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_collective_sync_and_async(pool):
+    n = 4
+    for r, out in enumerate(pool.run(rank_collectives)):
+        for async_op in (False, True):
+            assert out[f"all_reduce SUM {async_op}"] == [10.0, -10.0, 8.0]
+            assert out[f"all_reduce AVG {async_op}"] == [2.5, -2.5, 2.0]
+            assert out[f"all_reduce MIN {async_op}"] == [1.0, -4.0, 2.0]
+            assert out[f"all_reduce MAX {async_op}"] == [4.0, -1.0, 2.0]
+            assert out[f"all_reduce PRODUCT {async_op}"] == [24.0, 24.0, 16.0]
+        assert out["int64"] == [0, 10, 20, 30]
+        assert out["broadcast"] == [[2.0] * 3] * 2
+        assert out["broadcast bool"] == [True, True]
+        if r == 3:
+            assert out["reduce"] == [6.0]
+        assert out["all_gather"] == [[k, 10.0 * k] for k in range(n)]
+        assert out["all_gather_into_tensor"] == [v for k in range(n) for v in (k, 10.0 * k)]
+        assert out["reduce_scatter"] == [4.0 * r, 6.0]
+        assert out["reduce_scatter_tensor"] == [(2 * r) * 10.0, (2 * r + 1) * 10.0]
+        assert out["all_gather_object"] == [{"rank": k} for k in range(n)]
+        assert out["broadcast_object_list"] == ["from 0"]
+        assert out["future"] == [6.0] * 3
+
+
+def rank_errors(c):
+    dist.init_process_group("ringd")
+    try:
+        out = {}
+        # Ranks asking for different reductions of the same tensor: the
+        # daemon fails it on every rank, and wait() raises its message.
+        t = torch.ones(5)
+        op = dist.ReduceOp.SUM if c.rank else dist.ReduceOp.MAX
+        work = dist.all_reduce(t, op=op, async_op=True)
+        try:
+            work.wait()
+        except ringd.RingError as e:
+            out["wait"] = (type(e).__name__, e.code, e.message)
+        fut = dist.all_reduce(t, op=op, async_op=True).get_future()
+        try:
+            fut.wait()
+        except Exception as e:  # noqa: BLE001 - torch's type for it
+            out["future"] = str(e)
+        try:
+            dist.all_reduce(torch.ones(2, dtype=torch.int32), op=dist.ReduceOp.AVG)
+        except ValueError as e:
+            out["avg int"] = str(e)
+        try:
+            dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND)
+        except ValueError as e:
+            out["band"] = str(e)
+        shape = (2, 6) if c.rank == 3 else (3, 4)
+        try:
+            dist.all_reduce(torch.ones(shape))
+        except ringd.RingError as e:
+            out["shape"] = e.message
+        dist.barrier()  # and the ring goes on
+        out["after"] = True
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def test_errors_surface_from_wait_with_ringds_message(pool):
+    for out in pool.run(rank_errors):
+        name, code, message = out["wait"]
+        assert name == "RingError" and code == ringd.EMISMATCH
+        assert "all_reduce" in message and "differs between ranks" in message, message
+        assert "RINGD_EMISMATCH" in out["future"] or "differs between ranks" in out["future"]
+        assert "float tensors only" in out["avg int"]
+        assert "no band reduction" in out["band"]
+        assert out["shape"] == "all_reduce: tensor: rank 3 has (2, 6) float32, rank 0 has (3, 4)"
+        assert out["after"]
+
+
+def rank_disagreeing_rank(c):
+    os.environ["RANK"] = str((c.rank + 1) % c.size)
+    try:
+        dist.init_process_group("ringd")
+    except ValueError as e:
+        return str(e)
+    finally:
+        del os.environ["RANK"]
+    dist.destroy_process_group()
+    return None
+
+
+def test_a_rank_that_disagrees_with_the_daemon_is_refused_clearly(pool):
+    for r, message in enumerate(pool.run(rank_disagreeing_rank)):
+        assert message and f"RANK={(r + 1) % 4} (environment)" in message
+        assert f"makes this process rank {r} of 4" in message
+
+
+def rank_subgroup(c):
+    dist.init_process_group("ringd")
+    try:
+        group = dist.new_group([0, 1])  # made on every rank, so that none waits
+        message = "no subgroup"
+        if c.rank < 2:
+            try:
+                dist.all_reduce(torch.ones(1), group=group)
+            except ValueError as e:
+                message = str(e)
+        dist.barrier()  # the ring goes on
+        return message
+    finally:
+        dist.destroy_process_group()
+
+
+def test_subgroups_are_refused_when_used(pool):
+    for r, message in enumerate(pool.run(rank_subgroup)):
+        assert "not subgroups" in message if r < 2 else message == "no subgroup"
+
+
+def test_init_process_group_needs_no_address_and_takes_the_daemons_ranks(pool):
+    for r, got in enumerate(pool.run(rank_init)):
+        assert got == (r, 4, "ringd", r, 4, False)
+
+
+def rank_ddp(c, dtype, bucket_cap_mb):
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("ringd")
+    try:
+        def wrap(model, opt):
+            return DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb), opt
+
+        # Each rank starts from other weights: DDP broadcasts rank 0's.
+        return train(dtype, rank=c.rank, size=c.size, wrap=wrap, steps=10,
+                     model_seed=3 if c.rank == 0 else 11)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("bucket_cap_mb", [25, 0.001])
+def test_ddp_trains_four_replicas_like_one_process(pool, dtype, bucket_cap_mb):
+    weights = pool.run(rank_ddp, dtype, bucket_cap_mb)
+    for w in weights[1:]:
+        assert w.tobytes() == weights[0].tobytes(), "replicas differ"
+    assert np.abs(weights[0] - train(dtype, steps=10)).max() <= TOLERANCE[dtype]
