@@ -5,6 +5,7 @@ ctest sets RINGD_LIBRARY and RINGD_BIN to the build's libringd and ringd; run
 by hand, the package finds them in the checkout's build/ (see ringd._lib).
 """
 
+import contextlib
 import os
 import sys
 
@@ -24,9 +25,11 @@ HOSTS = 4
 RING_CONFIG = "collective_timeout: 20s\n"
 
 
-@pytest.fixture(scope="session")
-def ring():
-    r = LocalRing(HOSTS, extra_yaml=RING_CONFIG)
+@contextlib.contextmanager
+def running_ring(hosts=HOSTS, local_clients=1, config=RING_CONFIG):
+    """A LocalRing, started; stopped at the end, failing the test if a
+    daemon did not exit cleanly."""
+    r = LocalRing(hosts, local_clients, extra_yaml=config)
     r.start()
     try:
         yield r
@@ -38,6 +41,12 @@ def ring():
         assert not failed, f"ringd exited with status {codes}:\n" + "\n".join(
             r.log_tail(i) for i in failed
         )
+
+
+@pytest.fixture(scope="session")
+def ring():
+    with running_ring() as r:
+        yield r
 
 
 class _PoolHolder:
@@ -53,12 +62,22 @@ class _PoolHolder:
         return self.pool
 
 
+@contextlib.contextmanager
+def pool_holder(ring):
+    """Gives out ring's rank processes (holder.get()), made again after one
+    was killed; closes them at the end."""
+    holder = _PoolHolder(ring)
+    try:
+        yield holder
+    finally:
+        if holder.pool is not None:
+            holder.pool.close()
+
+
 @pytest.fixture(scope="session")
 def _pool_holder(ring):
-    holder = _PoolHolder(ring)
-    yield holder
-    if holder.pool is not None:
-        holder.pool.close()
+    with pool_holder(ring) as holder:
+        yield holder
 
 
 @pytest.fixture
