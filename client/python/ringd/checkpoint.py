@@ -604,7 +604,7 @@ class ResumableLoader:
             it = iter(())
         finally:
             if found is not None:
-                set_rng_state(found, self._generators())
+                set_rng_state(found)
         for batch in it:
             self._batches += 1
             yield batch
