@@ -84,3 +84,22 @@ def _pool_holder(ring):
 def pool(_pool_holder):
     """The session's rank processes (made again after one was killed)."""
     return _pool_holder.get()
+
+
+# A ring of a test module's own, where its tests may kill ranks without
+# disturbing the other modules', with a short collective_timeout: a rank that
+# never comes fails the others' collective fast.
+OWN_RING_CONFIG = "collective_timeout: 5s\n"
+
+
+@pytest.fixture(scope="module")
+def own_ring():
+    with running_ring(config=OWN_RING_CONFIG) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def own_pools(own_ring):
+    """own_ring's rank processes: own_pools.get()."""
+    with pool_holder(own_ring) as holder:
+        yield holder

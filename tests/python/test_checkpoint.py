@@ -1,6 +1,6 @@
 """ringd.checkpoint with NumPy states, 4 ranks on a ring of 4 real daemons
-of its own (collective_timeout 5 s, so that a rank that never comes fails
-the others fast), and 2 hosts x 2 ranks for a directory shared by hosts.
+of the module's own (own_ring: ranks are killed here; its collective_timeout
+is 5 s), and 2 hosts x 2 ranks for a directory shared by hosts.
 
 Functions named rank_* run in every rank's process (pool.run). Unless a
 test says otherwise, every host has its own directory, base/h<host>, as
@@ -19,31 +19,17 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import RankPool, pool_holder, running_ring
+from conftest import OWN_RING_CONFIG, RankPool, running_ring
 
 import ringd
 import ringd.checkpoint as ckpt
 from ringd import _ckpt_files as files
 from ringd import _ckpt_format as fmt
 
-CONFIG = "collective_timeout: 5s\n"
-
-
-@pytest.fixture(scope="module")
-def ring():
-    with running_ring(4, config=CONFIG) as r:
-        yield r
-
-
-@pytest.fixture(scope="module")
-def _holder(ring):
-    with pool_holder(ring) as holder:
-        yield holder
-
 
 @pytest.fixture
-def pool(_holder):
-    return _holder.get()
+def pool(own_pools):
+    return own_pools.get()
 
 
 def wait_for(cond, what, timeout=30.0):
@@ -233,8 +219,8 @@ def test_a_rank_that_cannot_write_fails_the_save_on_every_rank_and_no_host_commi
 
 
 def test_a_rank_killed_while_writing_commits_nothing_and_the_restart_agrees_on_the_step_before(
-        ring, _holder, tmp_path):
-    pool = _holder.get()
+        own_ring, own_pools, tmp_path):
+    pool = own_pools.get()
     pool.run(rank_save, tmp_path, [1])
     marker = tmp_path / "paused"
     started = pool.start(rank_save_error, tmp_path, 2, 2, f"pause:{marker}")
@@ -266,8 +252,8 @@ def test_a_rank_killed_while_writing_commits_nothing_and_the_restart_agrees_on_t
 
     # The job restarts (new processes, the same daemons): every rank agrees
     # on step 1, and loads it.
-    assert all(p.poll() is None for p in ring.procs), "a daemon died"
-    pool = _holder.get()
+    assert all(p.poll() is None for p in own_ring.procs), "a daemon died"
+    pool = own_pools.get()
     latest = pool.run(rank_latest, tmp_path)
     assert [s for s, _ in latest] == [1] * 4
     assert "step 2 skipped" in latest[2][1][0] and "manifest-ranks-00002-00002" in latest[2][1][0]
@@ -398,7 +384,7 @@ def test_a_background_save_that_fails_is_reported_on_every_rank_at_the_next_save
 
 
 def test_ranks_of_different_hosts_share_one_directory_without_clashing(tmp_path):
-    with running_ring(2, 2, CONFIG) as r, RankPool(r) as p:
+    with running_ring(2, 2, OWN_RING_CONFIG) as r, RankPool(r) as p:
         p.run(rank_save, tmp_path, [1, 2, 3], True, 2)
         assert files.steps_in(tmp_path) == [3, 2]
         assert sorted(os.listdir(files.step_dir(tmp_path, 3))) == [

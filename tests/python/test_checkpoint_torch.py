@@ -20,27 +20,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import pool_holder, running_ring  # noqa: E402
 
 import ringd.checkpoint as ckpt  # noqa: E402
 import ringd.torch as rt  # noqa: E402
 from ringd import _ckpt_format as fmt  # noqa: E402
 
-CONFIG = "collective_timeout: 5s\n"
 STEPS = 23
 EVERY = 4  # a checkpoint every 4 steps; an epoch is 5 steps (40 samples, batches of 8)
-
-
-@pytest.fixture(scope="module")
-def ring():
-    with running_ring(4, config=CONFIG) as r:
-        yield r
-
-
-@pytest.fixture(scope="module")
-def _holder(ring):
-    with pool_holder(ring) as holder:
-        yield holder
 
 
 def through_a_file(state):
@@ -187,8 +173,8 @@ def rank_train(c, base, steps=STEPS, every=EVERY, pause_at=None, resume=False):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(_holder, tmp_path_factory):
-    got = _holder.get().run(rank_train, tmp_path_factory.mktemp("uninterrupted"))
+def uninterrupted(own_pools, tmp_path_factory):
+    got = own_pools.get().run(rank_train, tmp_path_factory.mktemp("uninterrupted"))
     assert len({w for w, _ in got}) == 1, "the replicas differ"
     return got[0][0]
 
@@ -196,8 +182,8 @@ def uninterrupted(_holder, tmp_path_factory):
 @pytest.mark.parametrize("kill_at, resume_from", [(14, 12), (22, 20)],
                          ids=["mid-epoch", "at-an-epoch-end"])
 def test_a_run_killed_at_step_k_and_resumed_ends_bit_identical_to_an_uninterrupted_one(
-        ring, _holder, tmp_path, uninterrupted, kill_at, resume_from):
-    pool = _holder.get()
+        own_ring, own_pools, tmp_path, uninterrupted, kill_at, resume_from):
+    pool = own_pools.get()
     pool.start(rank_train, tmp_path, pause_at=kill_at)
     deadline = time.monotonic() + 60
     while not all((tmp_path / f"paused-{r}").exists() for r in range(4)):
@@ -205,8 +191,8 @@ def test_a_run_killed_at_step_k_and_resumed_ends_bit_identical_to_an_uninterrupt
         time.sleep(0.02)
     pool.kill()  # every rank, at once, as a crashed job
 
-    assert all(p.poll() is None for p in ring.procs), "a daemon died"
-    got = _holder.get().run(rank_train, tmp_path, resume=True)
+    assert all(p.poll() is None for p in own_ring.procs), "a daemon died"
+    got = own_pools.get().run(rank_train, tmp_path, resume=True)
     assert [at for _, at in got] == [resume_from] * 4
     assert len({w for w, _ in got}) == 1, "the replicas differ"
     assert got[0][0] == uninterrupted, "the resumed run ends with other parameters"
@@ -225,5 +211,5 @@ def rank_background(c, base):
     return all(torch.equal(state["model"][k], v) for k, v in before.items())
 
 
-def test_a_background_save_holds_the_tensors_as_they_were_at_save(_holder, tmp_path):
-    assert _holder.get().run(rank_background, tmp_path) == [True] * 4
+def test_a_background_save_holds_the_tensors_as_they_were_at_save(own_pools, tmp_path):
+    assert own_pools.get().run(rank_background, tmp_path) == [True] * 4
