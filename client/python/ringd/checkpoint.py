@@ -120,8 +120,8 @@ def _check_step(step):
 # What each rank tells every other in an agreement, as a fixed-size record
 # (allgather): whether its share worked, and if not why; for save, the size
 # and SHA-256 of its part, which its host's manifest lists.
-_RECORD = struct.Struct("<iiiqq32s196s")  # 256 bytes
-_REASON_BYTES = 196
+_RECORD = struct.Struct("<iiqq32s200s")  # 256 bytes
+_REASON_BYTES = 200
 
 
 class _Status:
@@ -131,23 +131,25 @@ class _Status:
 
     @classmethod
     def failed(cls, rank, step, exc):
-        code = EIO if isinstance(exc, (OSError, ValueError)) else EINVAL
+        """The status of a rank whose share raised exc: RINGD_EIO for files
+        that cannot be written or read or are damaged, RINGD_EINVAL for a
+        state that cannot be saved (say, a value of an unknown type)."""
         if isinstance(exc, RingError):
             code, reason = exc.code, exc.message
-        elif isinstance(exc, (OSError, fmt.FormatError, ValueError)):
-            reason = str(exc)
+        elif isinstance(exc, (OSError, ValueError)):
+            code, reason = EIO, str(exc)
         else:
-            reason = f"{type(exc).__name__}: {exc}"
-        return cls(rank, step, code or EIO, reason)
+            code, reason = EINVAL, f"{type(exc).__name__}: {exc}"
+        return cls(rank, step, code, reason)
 
     def pack(self):
         reason = self.reason.encode("utf-8")[:_REASON_BYTES]
         sha = bytes.fromhex(self.sha) if self.sha else bytes(32)
-        return _RECORD.pack(self.code, self.rank, 0, self.step, self.size, sha, reason)
+        return _RECORD.pack(self.code, self.rank, self.step, self.size, sha, reason)
 
     @classmethod
     def unpack(cls, raw):
-        code, rank, _, step, size, sha, reason = _RECORD.unpack(raw)
+        code, rank, step, size, sha, reason = _RECORD.unpack(raw)
         reason = reason.rstrip(b"\0").decode("utf-8", "ignore")
         return cls(rank, step, code, reason, size, sha.hex())
 
@@ -359,12 +361,13 @@ def save(directory, step, state, *, conn=None, keep=3, background=False, timeout
         p = PendingSave(conn, directory, step, keep, timeout, encoded)
         _pending[conn] = p
         return p
-    try:
-        if isinstance(encoded, BaseException):
-            raise encoded
-        mine = _write_part(directory, step, conn.rank, _host(conn), *encoded[:2])
-    except Exception as e:  # noqa: BLE001
-        mine = _Status.failed(conn.rank, step, e)
+    if isinstance(encoded, BaseException):
+        mine = _Status.failed(conn.rank, step, encoded)
+    else:
+        try:
+            mine = _write_part(directory, step, conn.rank, _host(conn), *encoded[:2])
+        except Exception as e:  # noqa: BLE001 - the other ranks must hear of it
+            mine = _Status.failed(conn.rank, step, e)
     _commit(conn, directory, step, keep, mine, timeout)
     return None
 
