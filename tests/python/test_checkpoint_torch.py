@@ -13,6 +13,9 @@ DistributedOptimizer averages the gradients, so the replicas stay equal.
 
 import os
 import random
+import re
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -213,3 +216,29 @@ def rank_background(c, base):
 
 def test_a_background_save_holds_the_tensors_as_they_were_at_save(own_pools, tmp_path):
     assert own_pools.get().run(rank_background, tmp_path) == [True] * 4
+
+
+# ---- the example ----
+
+
+def test_the_example_crashed_and_started_again_resumes_and_ends_as_a_run_that_never_crashed(
+        tmp_path):
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_mlp.py")
+
+    def train(*extra):
+        r = subprocess.run([sys.executable, example, "--launch", "4", "--epochs", "3",
+                            "--samples", "1024", "--checkpoint-every", "3", *extra],
+                           capture_output=True, text=True, timeout=240)
+        digest = re.search(r"replicas bit-identical .* sha256 ([0-9a-f]+)", r.stdout)
+        return r, digest and digest.group(1)
+
+    plain, digest = train("--checkpoint-dir", str(tmp_path / "plain"))
+    assert plain.returncode == 0 and digest, plain.stdout + plain.stderr
+    crashed, _ = train("--checkpoint-dir", str(tmp_path / "ckpt"), "--crash-at-step", "7")
+    assert crashed.returncode == 3, crashed.stdout + crashed.stderr
+    assert "rank 0: crashing at step 7" in crashed.stdout
+    again, digest_again = train("--checkpoint-dir", str(tmp_path / "ckpt"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resumed from the checkpoint of step 6 (epoch 2, batch 2)" in again.stdout
+    assert "matches: OK" in again.stdout
+    assert digest_again == digest
