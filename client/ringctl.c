@@ -952,7 +952,7 @@ static void ckpt_read_manifest(ckpt_step *st, const char *sdir, const char *mnam
         }
     }
     if (!ended)
-        ckpt_fail(st, "%s: not a complete ringd checkpoint manifest (line %d)", path, lineno);
+        ckpt_fail(st, "%s: not a complete ringd checkpoint manifest (line %d)", path, lineno + 1);
     else if (step != st->step)
         ckpt_fail(st, "%s: written for step %" PRIu64, path, step);
     for (int r = first; ended && st->ranks && r >= 0 && r <= last; r++)
