@@ -120,8 +120,8 @@ def _check_step(step):
 # What each rank tells every other in an agreement, as a fixed-size record
 # (allgather): whether its share worked, and if not why; for save, the size
 # and SHA-256 of its part, which its host's manifest lists.
-_RECORD = struct.Struct("<iiqq32s200s")  # 256 bytes
-_REASON_BYTES = 200
+_RECORD = struct.Struct("<iiqq32s456s")  # 512 bytes: room for a path in the reason
+_REASON_BYTES = 456
 
 
 class _Status:
@@ -583,6 +583,12 @@ class ResumableLoader:
 
     def __len__(self):
         return len(self.loader)
+
+    def __getattr__(self, name):
+        """The wrapped loader's attributes (dataset, batch_size, ...)."""
+        if name == "loader":  # not set yet (say, while unpickling)
+            raise AttributeError(name)
+        return getattr(self.loader, name)
 
     def _generators(self):
         return {"loader": self.generator} if self.generator is not None else None
