@@ -7,6 +7,7 @@ by hand, the package finds them in the checkout's build/ (see ringd._lib).
 
 import contextlib
 import os
+import shutil
 import sys
 
 import pytest
@@ -25,12 +26,28 @@ HOSTS = 4
 RING_CONFIG = "collective_timeout: 20s\n"
 
 
+# A port that free_ports() found free may be taken before the daemon binds
+# it (by another ring's outgoing connection, say): start again, new ports.
+START_TRIES = 3
+
+
+def start_ring(hosts, local_clients, config):
+    for attempt in range(START_TRIES):
+        r = LocalRing(hosts, local_clients, extra_yaml=config)
+        try:
+            r.start()
+            return r
+        except RuntimeError as e:
+            if "address already in use" not in str(e) or attempt + 1 == START_TRIES:
+                raise
+            shutil.rmtree(r.dir, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def running_ring(hosts=HOSTS, local_clients=1, config=RING_CONFIG):
     """A LocalRing, started; stopped at the end, failing the test if a
     daemon did not exit cleanly."""
-    r = LocalRing(hosts, local_clients, extra_yaml=config)
-    r.start()
+    r = start_ring(hosts, local_clients, config)
     try:
         yield r
     finally:

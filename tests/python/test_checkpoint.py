@@ -1,6 +1,7 @@
 """ringd.checkpoint with NumPy states, 4 ranks on a ring of 4 real daemons
-of the module's own (own_ring: ranks are killed here; its collective_timeout
-is 5 s), and 2 hosts x 2 ranks for a directory shared by hosts.
+of the module's own (own_ring, collective_timeout 5 s), another for the
+test that kills a rank, and 2 hosts x 2 ranks for a directory shared by
+hosts.
 
 Functions named rank_* run in every rank's process (pool.run). Unless a
 test says otherwise, every host has its own directory, base/h<host>, as
@@ -19,7 +20,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import OWN_RING_CONFIG, RankPool, running_ring
+from conftest import OWN_RING_CONFIG, RankPool, pool_holder, running_ring
 
 import ringd
 import ringd.checkpoint as ckpt
@@ -219,8 +220,14 @@ def test_a_rank_that_cannot_write_fails_the_save_on_every_rank_and_no_host_commi
 
 
 def test_a_rank_killed_while_writing_commits_nothing_and_the_restart_agrees_on_the_step_before(
-        own_ring, own_pools, tmp_path):
-    pool = own_pools.get()
+        tmp_path):
+    # A ring of its own: the others' tests do not depend on how it recovers.
+    with running_ring(4, config=OWN_RING_CONFIG) as ring, pool_holder(ring) as pools:
+        killed_while_writing(ring, pools, tmp_path)
+
+
+def killed_while_writing(ring, pools, tmp_path):
+    pool = pools.get()
     pool.run(rank_save, tmp_path, [1])
     marker = tmp_path / "paused"
     started = pool.start(rank_save_error, tmp_path, 2, 2, f"pause:{marker}")
@@ -252,8 +259,8 @@ def test_a_rank_killed_while_writing_commits_nothing_and_the_restart_agrees_on_t
 
     # The job restarts (new processes, the same daemons): every rank agrees
     # on step 1, and loads it.
-    assert all(p.poll() is None for p in own_ring.procs), "a daemon died"
-    pool = own_pools.get()
+    assert all(p.poll() is None for p in ring.procs), "a daemon died"
+    pool = pools.get()
     latest = pool.run(rank_latest, tmp_path)
     assert [s for s, _ in latest] == [1] * 4
     assert "step 2 skipped" in latest[2][1][0] and "manifest-ranks-00002-00002" in latest[2][1][0]

@@ -124,7 +124,26 @@ def test_a_loader_resumed_mid_epoch_gives_the_rest_of_its_batches_and_draws(own_
     assert rest == full[9:]
 
 
-# ---- 4 ranks training, killed, resumed ----
+# ---- 4 ranks ----
+
+
+def rank_background(c, base):
+    model = torch.nn.Linear(4, 2)
+    rt.broadcast_parameters(model, conn=c)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    p = ckpt.save(base / f"h{c.rank}", 1, {"model": model.state_dict()}, conn=c,
+                  background=True)
+    with torch.no_grad():
+        model.weight.add_(1.0)  # while the part is written
+    assert p.wait() == 1
+    state = ckpt.load(base / f"h{c.rank}", conn=c)
+    return all(torch.equal(state["model"][k], v) for k, v in before.items())
+
+
+def test_a_background_save_holds_the_tensors_as_they_were_at_save(own_pools, tmp_path):
+    assert own_pools.get().run(rank_background, tmp_path) == [True] * 4
+
+
 
 
 def rank_train(c, base, steps=STEPS, every=EVERY, pause_at=None, go_on=False, resume=False):
@@ -207,23 +226,6 @@ def test_a_run_killed_at_step_k_and_resumed_ends_bit_identical_to_an_uninterrupt
     assert len({at for _, at in got}) == 1 and got[0][1] in resume_from, got
     assert len({w for w, _ in got}) == 1, "the replicas differ"
     assert got[0][0] == uninterrupted, "the resumed run ends with other parameters"
-
-
-def rank_background(c, base):
-    model = torch.nn.Linear(4, 2)
-    rt.broadcast_parameters(model, conn=c)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    p = ckpt.save(base / f"h{c.rank}", 1, {"model": model.state_dict()}, conn=c,
-                  background=True)
-    with torch.no_grad():
-        model.weight.add_(1.0)  # while the part is written
-    assert p.wait() == 1
-    state = ckpt.load(base / f"h{c.rank}", conn=c)
-    return all(torch.equal(state["model"][k], v) for k, v in before.items())
-
-
-def test_a_background_save_holds_the_tensors_as_they_were_at_save(own_pools, tmp_path):
-    assert own_pools.get().run(rank_background, tmp_path) == [True] * 4
 
 
 # ---- the example ----
