@@ -23,7 +23,8 @@ step's manifest, listing the size and SHA-256 of each part it holds, the
 same durable way, last. A step is complete on a host when its manifest is
 there and every file matches it. If any rank fails to write, or dies, no host
 commits the step and every rank that is left raises the same RingError
-naming the rank and the reason.
+naming the rank and the reason. keep= prunes the older steps; background=True
+writes in a thread and agrees at the next save() or wait().
 
 DIR may be one directory per host (nothing shared) or one shared by every
 host: parts are named by rank and manifests by the ranks of their host, so
@@ -44,9 +45,10 @@ needs: the model's and optimizer's state dicts, the random states of
 Python, NumPy and torch (and of any generators named), the position of a
 ResumableLoader in its epoch, and a progress dict of your own.
 
-Every function takes conn= (a ringd.Connection; default the process's
-shared one, ringd.default_connection()) and timeout= (seconds that the
-ranks wait for each other in each agreement; default the daemon's
+The collectives, save(), latest(), load() and wait(), take conn= (a
+ringd.Connection; default the process's shared one,
+ringd.default_connection()); the first three also take timeout= (seconds
+that the ranks wait for each other in each agreement; default the daemon's
 collective_timeout: raise it if writing a part can take longer).
 """
 
