@@ -22,6 +22,14 @@ weights within a stated tolerance (see TOLERANCE: the only differences are
 the order of the additions, inside the matrix products and across the ring).
 The model is float64 by default (--dtype float32 to try the usual precision).
 Exits with status 1 if either check fails.
+
+With --checkpoint-dir DIR, the ranks save a checkpoint every
+--checkpoint-every steps (ringd.checkpoint: model, optimizer, random states
+and progress, committed once every rank's part is on disk) and, when they
+start, resume from the newest step complete on every host. --crash-at-step K
+makes rank 0 die at step K, as a crashed process would; run again, the job
+resumes from its last checkpoint and ends with the weights (sha256 printed)
+of a run that never crashed. DIR is per host, or shared by all hosts.
 """
 
 import argparse
@@ -39,6 +47,7 @@ except ImportError:  # run from a checkout without PYTHONPATH
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "..", "client", "python"))
     import ringd
+import ringd.checkpoint as ckpt
 import ringd.torch as rt
 
 # Agreement with the single-process run: (loss, weight) tolerances, absolute,
@@ -82,8 +91,9 @@ def batches(args, epoch):
     return [perm[i * args.batch : (i + 1) * args.batch] for i in range(steps)]
 
 
-def train(args, x, y, rank=0, size=1, optimizer_wrapper=None, on_epoch=None):
+def train(args, x, y, rank=0, size=1, optimizer_wrapper=None, on_epoch=None, checkpoints=None):
     """Trains; rank trains on shard rank of size of every global batch.
+    checkpoints: a Checkpoints to resume from and save into, or None.
     Returns (model, [mean shard loss per epoch])."""
     model = make_model(args.seed, x.shape[1], int(y.max()) + 1, x.dtype)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
@@ -91,21 +101,62 @@ def train(args, x, y, rank=0, size=1, optimizer_wrapper=None, on_epoch=None):
         model, opt = optimizer_wrapper(model, opt)
     loss_fn = torch.nn.CrossEntropyLoss()
     shard = args.batch // size
-    curve = []
-    for epoch in range(args.epochs):
-        total, n = 0.0, 0
-        for idx in batches(args, epoch):
-            idx = idx[rank * shard : (rank + 1) * shard]
+    # Where training is: all a resume needs besides the model and optimizer.
+    progress = {"step": 0, "epoch": 0, "batch": 0, "loss_sum": 0.0, "curve": []}
+    if checkpoints:
+        progress = checkpoints.resume(model, opt) or progress
+    for epoch in range(progress["epoch"], args.epochs):
+        epoch_batches = batches(args, epoch)
+        for i in range(progress["batch"], len(epoch_batches)):
+            idx = epoch_batches[i][rank * shard : (rank + 1) * shard]
             opt.zero_grad()
             loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
-            total += loss.item()
-            n += 1
-        curve.append(total / n)
+            progress["loss_sum"] += loss.item()
+            progress["step"] += 1
+            progress["batch"] = i + 1
+            if checkpoints:
+                checkpoints.after_step(progress, model, opt)
+        progress["curve"].append(progress["loss_sum"] / len(epoch_batches))
+        progress.update(epoch=epoch + 1, batch=0, loss_sum=0.0)
         if on_epoch:
-            on_epoch(epoch, curve[-1])
-    return model, curve
+            on_epoch(epoch, progress["curve"][-1])
+    return model, progress["curve"]
+
+
+class Checkpoints:
+    """Saves a checkpoint every args.checkpoint_every steps into
+    args.checkpoint_dir, and resumes from the newest step complete on every
+    host. Also crashes rank 0 at args.crash_at_step, for the demonstration."""
+
+    def __init__(self, args, conn):
+        self.dir, self.every, self.crash_at = args.checkpoint_dir, args.checkpoint_every, \
+            args.crash_at_step
+        self.conn = conn
+        self.resumed_at = None
+
+    def resume(self, model, opt):
+        """The progress dict of the newest checkpoint, restored into model
+        and opt; None if there is none."""
+        state = ckpt.load(self.dir, conn=self.conn)
+        if state is None:
+            return None
+        progress = ckpt.restore(state, model=model, optimizer=opt)
+        self.resumed_at = progress["step"]
+        if self.conn.rank == 0:
+            print(f"resumed from the checkpoint of step {progress['step']} (epoch "
+                  f"{progress['epoch'] + 1}, batch {progress['batch']}) in {self.dir}", flush=True)
+        return progress
+
+    def after_step(self, progress, model, opt):
+        step = progress["step"]
+        if step % self.every == 0:
+            ckpt.save(self.dir, step, ckpt.capture(model=model, optimizer=opt, progress=progress),
+                      conn=self.conn)
+        if step == self.crash_at and self.conn.rank == 0:
+            print(f"rank {self.conn.rank}: crashing at step {step} (--crash-at-step)", flush=True)
+            os._exit(3)
 
 
 def flat_weights(model):
@@ -131,8 +182,9 @@ def worker(args):
             print(f"epoch {epoch + 1:3d}  loss per rank: {per_rank}   mean {losses.mean():.6f}",
                   flush=True)
 
+    checkpoints = Checkpoints(args, c) if args.checkpoint_dir else None
     t0 = time.monotonic()
-    model, curve = train(args, x, y, c.rank, c.size, distribute, report)
+    model, curve = train(args, x, y, c.rank, c.size, distribute, report, checkpoints)
     elapsed = time.monotonic() - t0
 
     # (1) Every replica's weights, gathered and compared bit for bit.
@@ -143,7 +195,9 @@ def worker(args):
         bits = everyone.view(np.uint8).reshape(c.size, -1)
         same = all(np.array_equal(bits[0], bits[r]) for r in range(c.size))
         digest = hashlib.sha256(w.tobytes()).hexdigest()[:16]
-        print(f"\n{c.size} ranks trained {args.epochs} epochs in {elapsed:.1f} s")
+        resumed = checkpoints and checkpoints.resumed_at
+        print(f"\n{c.size} ranks trained {args.epochs} epochs in {elapsed:.1f} s"
+              + (f" (resumed at step {resumed})" if resumed else ""))
         if same:
             print(f"weights: all {c.size} replicas bit-identical "
                   f"({w.size} {w.dtype} values, sha256 {digest}...)")
@@ -191,12 +245,20 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=sorted(TOLERANCE), default="float64",
                     help="of the model and data (float64)")
+    ap.add_argument("--checkpoint-dir", metavar="DIR",
+                    help="save checkpoints into DIR, and resume from the newest one complete "
+                    "on every host")
+    ap.add_argument("--checkpoint-every", type=int, default=25, metavar="N",
+                    help="steps between checkpoints (25)")
+    ap.add_argument("--crash-at-step", type=int, default=0, metavar="K",
+                    help="rank 0 dies at step K, as a crash would (0: never)")
     args = ap.parse_args()
     if args.launch:
         from ringd import launch
 
         cmd = [sys.executable, os.path.abspath(__file__)]
-        cmd += [f"--{k}={v}" for k, v in vars(args).items() if k != "launch"]
+        cmd += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+                if k != "launch" and v is not None]
         print(f"Starting {args.launch} ringd daemons on 127.0.0.1 and {args.launch} training "
               "processes", flush=True)
         return launch.run(cmd, hosts=args.launch)

@@ -5,7 +5,9 @@ ctest sets RINGD_LIBRARY and RINGD_BIN to the build's libringd and ringd; run
 by hand, the package finds them in the checkout's build/ (see ringd._lib).
 """
 
+import contextlib
 import os
+import shutil
 import sys
 
 import pytest
@@ -32,10 +34,28 @@ def import_torch():
     return pytest.importorskip("torch")
 
 
-@pytest.fixture(scope="session")
-def ring():
-    r = LocalRing(HOSTS, extra_yaml=RING_CONFIG)
-    r.start()
+# A port that free_ports() found free may be taken before the daemon binds
+# it (by another ring's outgoing connection, say): start again, new ports.
+START_TRIES = 3
+
+
+def start_ring(hosts, local_clients, config):
+    for attempt in range(START_TRIES):
+        r = LocalRing(hosts, local_clients, extra_yaml=config)
+        try:
+            r.start()
+            return r
+        except RuntimeError as e:
+            if "address already in use" not in str(e) or attempt + 1 == START_TRIES:
+                raise
+            shutil.rmtree(r.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_ring(hosts=HOSTS, local_clients=1, config=RING_CONFIG):
+    """A LocalRing, started; stopped at the end, failing the test if a
+    daemon did not exit cleanly."""
+    r = start_ring(hosts, local_clients, config)
     try:
         yield r
     finally:
@@ -46,6 +66,12 @@ def ring():
         assert not failed, f"ringd exited with status {codes}:\n" + "\n".join(
             r.log_tail(i) for i in failed
         )
+
+
+@pytest.fixture(scope="session")
+def ring():
+    with running_ring() as r:
+        yield r
 
 
 class _PoolHolder:
@@ -61,15 +87,44 @@ class _PoolHolder:
         return self.pool
 
 
+@contextlib.contextmanager
+def pool_holder(ring):
+    """Gives out ring's rank processes (holder.get()), made again after one
+    was killed; closes them at the end."""
+    holder = _PoolHolder(ring)
+    try:
+        yield holder
+    finally:
+        if holder.pool is not None:
+            holder.pool.close()
+
+
 @pytest.fixture(scope="session")
 def _pool_holder(ring):
-    holder = _PoolHolder(ring)
-    yield holder
-    if holder.pool is not None:
-        holder.pool.close()
+    with pool_holder(ring) as holder:
+        yield holder
 
 
 @pytest.fixture
 def pool(_pool_holder):
     """The session's rank processes (made again after one was killed)."""
     return _pool_holder.get()
+
+
+# A ring of a test module's own, where its tests may kill ranks without
+# disturbing the other modules', with a short collective_timeout: a rank that
+# never comes fails the others' collective fast.
+OWN_RING_CONFIG = "collective_timeout: 5s\n"
+
+
+@pytest.fixture(scope="module")
+def own_ring():
+    with running_ring(config=OWN_RING_CONFIG) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def own_pools(own_ring):
+    """own_ring's rank processes: own_pools.get()."""
+    with pool_holder(own_ring) as holder:
+        yield holder

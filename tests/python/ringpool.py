@@ -2,6 +2,9 @@
 
     with LocalRing(4) as ring, RankPool(ring) as pool:
         results = pool.run(scenario, arg)     # scenario(c, arg) on every rank at once
+        started = pool.start(scenario, arg)   # the same without waiting...
+        pool.kill_rank(2)                     # ...to crash a rank meanwhile
+        results = pool.gather(started, ranks=[0, 1, 3])
 
 scenario is a module-level function (it is pickled by reference), called in
 each rank's process with that process's ringd.Connection; run() returns the
@@ -86,11 +89,24 @@ class RankPool:
 
     def run(self, fn, *args, timeout=DEFAULT_TIMEOUT, ranks=None, **kwargs):
         """fn(conn, *args, **kwargs) on every rank (or on the ranks listed)."""
+        return self.gather(self.start(fn, *args, ranks=ranks, **kwargs), timeout)
+
+    def start(self, fn, *args, ranks=None, **kwargs):
+        """Starts fn on the ranks (default all) without waiting; gather()
+        waits for them. Returns what gather() takes."""
         if self.broken:
             raise RankFailed("the rank pool was killed by an earlier timeout")
         ranks = list(range(self.size)) if ranks is None else list(ranks)
         for r in ranks:
             self.pipes[r].send((fn, args, kwargs))
+        return fn.__name__, ranks
+
+    def gather(self, started, timeout=DEFAULT_TIMEOUT, ranks=None):
+        """The results of start()'s call, in rank order, from the ranks
+        listed (default all it started: a test that killed one leaves it
+        out)."""
+        what, started_ranks = started
+        ranks = started_ranks if ranks is None else list(ranks)
         results, errors = {}, []
         deadline = time.monotonic() + timeout
         waiting = {self.pipes[r]: r for r in ranks}
@@ -100,8 +116,7 @@ class RankPool:
             if not ready:
                 self.kill()
                 raise RankFailed(
-                    f"{fn.__name__}: ranks {sorted(waiting.values())} did not finish "
-                    f"within {timeout} s"
+                    f"{what}: ranks {sorted(waiting.values())} did not finish within {timeout} s"
                 )
             for pipe in ready:
                 r = waiting.pop(pipe)
@@ -109,14 +124,21 @@ class RankPool:
                     status, value = pipe.recv()
                 except EOFError:
                     self.kill()
-                    raise RankFailed(f"{fn.__name__}: rank {r}'s process died") from None
+                    raise RankFailed(f"{what}: rank {r}'s process died") from None
                 if status == "ok":
                     results[r] = value
                 else:
                     errors.append(f"---- rank {r}:\n{value}")
         if errors:
-            raise RankFailed(f"{fn.__name__} failed:\n" + "\n".join(errors))
+            raise RankFailed(f"{what} failed:\n" + "\n".join(errors))
         return [results[r] for r in ranks]
+
+    def kill_rank(self, r):
+        """SIGKILLs rank r's process, as a crash would; the pool can only be
+        closed afterwards."""
+        self.broken = True
+        self.procs[r].kill()
+        self.procs[r].join(5)
 
     def kill(self):
         self.broken = True
