@@ -18,18 +18,21 @@
  * after its right neighbour has received that host's own send of the same
  * bytes, i.e. after the kernel has taken them.
  *
- * A collective that fails for a reason the streams survive (the hosts
- * disagree on it, a rank never came, a deadline, a bad checksum) sends an
- * ABORT round the ring, so every host fails it with the same message and
- * the links stay up; frames of it still in flight are dropped as stale. A
- * protocol error drops both links instead (see ring_drop_links()).
+ * A result goes back only once every host has completed the collective
+ * (COMMIT frames carry each host's count), so no rank sees a success that
+ * another does not. A collective that fails for a reason the streams
+ * survive (the hosts disagree on it, a rank never came or left, a deadline,
+ * a bad checksum) starts a RESET lap round the ring (links.c, epoch.c); its
+ * CONFIRM hands every host the same verdict on every collective not yet
+ * answered, and the ring goes on under a new epoch with the links up. A
+ * protocol error drops both links instead (see ring_drop_links()), and the
+ * BREAK that follows fails what each host has submitted. PROTOCOL.md,
+ * "Outcomes", has the rules.
  *
  * Collectives run only while the links say the ring is ready, and are
- * numbered from 0 in each ring epoch. When a link breaks, the links move
- * every host to a new epoch (links.c): each fails the collectives it has
- * running or queued, with a message naming the lost link, and numbering
- * starts again once the ring has re-formed, so hosts agree on it whatever
- * each had submitted when the link broke.
+ * numbered from 0 in each ring epoch; every host starts an epoch at the same
+ * collective of its ranks' sequence (gather.c), so seq k of an epoch is the
+ * same call everywhere.
  *
  * Small collectives run together (fusion): while one is in flight, the next
  * queued ones start too, up to fusion_max of them and as long as each is no
