@@ -6,12 +6,12 @@
  *   ringctl [--socket PATH] broadcast | allgather | reduce_scatter | barrier ...
  *   ringctl --version
  *
- * `status` opens its own observer session (it is not a rank) and prints the
- * daemon's MSG_STATUS. The collective commands make this process a rank like
- * any training process: they use the public API, check every result against
- * values computed locally (check.h), and report the median time and
- * bandwidth. One loop runs them all, parametrised by a `command`.
- * `checkpoints` lives in ringctl_checkpoints.c.
+ * `status` (ringctl_status.c) opens its own observer session (it is not a
+ * rank) and prints the daemon's MSG_STATUS. The collective commands make this
+ * process a rank like any training process: they use the public API, check
+ * every result against values computed locally (check.h), and report the
+ * median time and bandwidth. One loop runs them all, parametrised by a
+ * `command`. `checkpoints` lives in ringctl_checkpoints.c.
  *
  * Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
  */
@@ -27,6 +27,7 @@
 #include "check.h"
 #include "ringctl.h"
 #include "ringctl_checkpoints.h"
+#include "ringctl_status.h"
 #include "ringd.h"
 #include "session.h"
 
@@ -61,21 +62,6 @@ static const char usage_main[] =
     "  -V, --version      show the version of ringctl and libringd\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
-
-static const char usage_status[] =
-    "Usage: ringctl [--socket PATH] status [--json]\n"
-    "\n"
-    "Shows this host's place in the ring, the state of its links to the left and\n"
-    "right neighbours, its clients, counters, payload rates over the last few\n"
-    "seconds and the last collective failure; then, for stragglers, the recent\n"
-    "collectives: how long each took here and how long this host waited for its\n"
-    "left neighbour's data (about 0: that neighbour was there first, so this host\n"
-    "or one before it came last). Connects as an observer: it takes no rank.\n"
-    "\n"
-    "Options:\n"
-    "  -j, --json         print one JSON object with every field instead\n"
-    "  -s, --socket PATH  the daemon's Unix socket (as before the command)\n"
-    "  -h, --help         show this help\n";
 
 /* Help lines shared by the collective commands. */
 #define HELP_JOIN                                                                                  \
@@ -203,301 +189,6 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
     if (errno || *end || v > max) return -1;
     *out = v;
     return 0;
-}
-
-/* ---- status ---- */
-
-static const char *link_state_name(int state)
-{
-    switch (state) {
-    case MSG_LINK_DOWN:
-        return "down";
-    case MSG_LINK_CONNECTING:
-        return "connecting";
-    case MSG_LINK_UP:
-        return "up";
-    case MSG_LINK_SELF:
-        return "self";
-    case MSG_LINK_REFUSED:
-        return "refused";
-    default:
-        return "unknown";
-    }
-}
-
-static void put_duration(uint64_t ms)
-{
-    uint64_t s = ms / 1000, d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60;
-    if (d)
-        printf("%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m %" PRIu64 "s", d, h, m, s % 60);
-    else if (h)
-        printf("%" PRIu64 "h %" PRIu64 "m %" PRIu64 "s", h, m, s % 60);
-    else if (m)
-        printf("%" PRIu64 "m %" PRIu64 "s", m, s % 60);
-    else
-        printf("%" PRIu64 "s", s);
-}
-
-/* "up for 3m 2s", "refused for 12s: refused by h2: ..." */
-static void put_link(const char *side, const char *name, int state, uint64_t age_ms,
-                     const char *reason)
-{
-    printf("%s", side);
-    ringctl_put_text(name[0] ? name : "-");
-    printf(": %s", link_state_name(state));
-    if (state != MSG_LINK_SELF) {
-        printf(" for ");
-        put_duration(age_ms);
-    }
-    if (state != MSG_LINK_UP && state != MSG_LINK_SELF && reason[0]) {
-        printf(": ");
-        ringctl_put_text(reason);
-    } else if (state == MSG_LINK_DOWN && side[0] == 'l') {
-        printf(": it has not connected");
-    }
-    putchar('\n');
-}
-
-static void print_status(const msg_status *st)
-{
-    printf("cluster ");
-    ringctl_put_text(st->cluster);
-    printf(", host ");
-    ringctl_put_text(st->host);
-    printf(" (%" PRIu32 " of %" PRIu32 "), epoch %" PRIu32 ", next collective #%" PRIu64 "\n",
-           st->host_index + 1, st->n_hosts, st->epoch, st->next_seq);
-    put_link("left  ", st->left, st->left_state, st->left_age_ms, st->left_reason);
-    put_link("right ", st->right, st->right_state, st->right_age_ms, st->right_reason);
-    if (st->waiting[0]) {
-        printf("ring not ready: ");
-        ringctl_put_text(st->waiting);
-        putchar('\n');
-    }
-    if (st->n_done) {
-        /* Hosts in step have completed the same count, or nearly. */
-        printf("completed in this epoch, by host:");
-        for (unsigned i = 0; i < st->n_done; i++)
-            printf(" %" PRIu64, st->done[i]);
-        putchar('\n');
-    }
-    printf("clients %" PRIu32 "/%" PRIu32 ", collectives %" PRIu64 " done, %" PRIu64 " failed\n",
-           st->clients, st->local_size, st->collectives_done, st->collectives_failed);
-    printf("bytes in ");
-    ringctl_put_bytes(st->bytes_in);
-    printf(", out ");
-    ringctl_put_bytes(st->bytes_out);
-    printf(", uptime ");
-    put_duration(st->uptime_ms);
-    printf(", reconnects %" PRIu64 "\n", st->reconnects);
-    printf("rates in ");
-    ringctl_put_bytes(st->rate_in);
-    printf("/s, out ");
-    ringctl_put_bytes(st->rate_out);
-    printf("/s\n");
-    if (st->waits)
-        printf("waited for left neighbour: %.3f ms on average over %" PRIu64 " collective%s\n",
-               (double)st->wait_sum_us / 1000 / (double)st->waits, st->waits,
-               st->waits == 1 ? "" : "s");
-    if (st->n_recent) printf("recent collectives (wait here for left neighbour ");
-    if (st->n_recent) ringctl_put_text(st->left[0] ? st->left : "-");
-    if (st->n_recent) printf("):\n");
-    for (unsigned i = 0; i < st->n_recent; i++) {
-        const msg_recent *e = &st->recent[i];
-        printf("  #%" PRIu64 " %-14s %-7s took %9.3f ms, ", e->seq, ringd_coll_name(e->kind),
-               e->status == 0 ? "ok" : "failed", (double)e->latency_us / 1000);
-        if (!e->has_wait)
-            printf("no data from the left");
-        else if (e->wait_us < 100)
-            printf("no wait: the left neighbour's data was here, this host came after it");
-        else
-            printf("waited %.3f ms for its left neighbour", (double)e->wait_us / 1000);
-        if (e->last[0] && e->spread_us >= 1000) {
-            printf("; last to start: ");
-            ringctl_put_text(e->last);
-            printf(", %.3f ms after the first", (double)e->spread_us / 1000);
-        } else if (e->last[0]) {
-            printf("; all hosts started within 1 ms");
-        }
-        putchar('\n');
-    }
-    printf("last error");
-    if (st->last_error[0] && st->last_error_age_ms != MSG_NO_AGE) {
-        printf(" (");
-        put_duration(st->last_error_age_ms);
-        printf(" ago)");
-    }
-    printf(": ");
-    ringctl_put_text(st->last_error[0] ? st->last_error : "-");
-    putchar('\n');
-}
-
-/* Length of the valid UTF-8 sequence at s, or 0. */
-static size_t utf8_len(const unsigned char *s)
-{
-    size_t n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-    if (s[0] >= 0xf5) return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    /* Overlong forms, surrogates and code points past U+10FFFF. */
-    if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
-        (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return n;
-}
-
-/* Prints s as a JSON string; invalid UTF-8 becomes U+FFFD. */
-static void put_json_string(const char *str)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    putchar('"');
-    while (*s) {
-        if (*s == '"' || *s == '\\') {
-            printf("\\%c", *s++);
-        } else if (*s == '\n') {
-            fputs("\\n", stdout), s++;
-        } else if (*s == '\t') {
-            fputs("\\t", stdout), s++;
-        } else if (*s < 0x20 || *s == 0x7f) {
-            printf("\\u%04x", *s++);
-        } else if (*s < 0x80) {
-            putchar(*s++);
-        } else {
-            size_t n = utf8_len(s);
-            if (n) {
-                fwrite(s, 1, n, stdout);
-                s += n;
-            } else {
-                fputs("\\ufffd", stdout);
-                s++;
-            }
-        }
-    }
-    putchar('"');
-}
-
-static void print_status_json(const msg_status *st)
-{
-    printf("{\"id\":%" PRIu64 ",\"cluster\":", st->id);
-    put_json_string(st->cluster);
-    printf(",\"host\":");
-    put_json_string(st->host);
-    printf(",\"left\":");
-    put_json_string(st->left);
-    printf(",\"right\":");
-    put_json_string(st->right);
-    printf(",\"host_index\":%" PRIu32 ",\"n_hosts\":%" PRIu32
-           ",\"left_state\":\"%s\",\"right_state\":\"%s\",\"epoch\":%" PRIu32
-           ",\"clients\":%" PRIu32 ",\"local_size\":%" PRIu32 ",\"collectives_done\":%" PRIu64
-           ",\"collectives_failed\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
-           ",\"uptime_ms\":%" PRIu64 ",\"reconnects\":%" PRIu64 ",\"last_error\":",
-           st->host_index, st->n_hosts, link_state_name(st->left_state),
-           link_state_name(st->right_state), st->epoch, st->clients, st->local_size,
-           st->collectives_done, st->collectives_failed, st->bytes_in, st->bytes_out, st->uptime_ms,
-           st->reconnects);
-    put_json_string(st->last_error);
-    printf(",\"rate_in\":%" PRIu64 ",\"rate_out\":%" PRIu64 ",\"waits\":%" PRIu64
-           ",\"wait_sum_us\":%" PRIu64 ",\"recent\":[",
-           st->rate_in, st->rate_out, st->waits, st->wait_sum_us);
-    for (unsigned i = 0; i < st->n_recent; i++) {
-        const msg_recent *e = &st->recent[i];
-        printf("%s{\"seq\":%" PRIu64 ",\"kind\":\"%s\",\"status\":%" PRId32
-               ",\"latency_us\":%" PRIu64 ",\"wait_us\":",
-               i ? "," : "", e->seq, ringd_coll_name(e->kind), e->status, e->latency_us);
-        if (e->has_wait)
-            printf("%" PRIu64, e->wait_us);
-        else
-            printf("null");
-        printf(",\"last\":");
-        if (e->last[0])
-            put_json_string(e->last);
-        else
-            printf("null");
-        printf(",\"spread_us\":%" PRIu64 "}", e->spread_us);
-    }
-    printf("],\"left_reason\":");
-    put_json_string(st->left_reason);
-    printf(",\"right_reason\":");
-    put_json_string(st->right_reason);
-    printf(",\"left_age_ms\":%" PRIu64 ",\"right_age_ms\":%" PRIu64 ",\"last_error_age_ms\":",
-           st->left_age_ms, st->right_age_ms);
-    if (st->last_error_age_ms == MSG_NO_AGE)
-        printf("null");
-    else
-        printf("%" PRIu64, st->last_error_age_ms);
-    printf(",\"next_seq\":%" PRIu64 ",\"waiting\":", st->next_seq);
-    put_json_string(st->waiting);
-    printf(",\"done\":[");
-    for (unsigned i = 0; i < st->n_done; i++)
-        printf("%s%" PRIu64, i ? "," : "", st->done[i]);
-    printf("]}\n");
-}
-
-/* Fetches the daemon's status over an observer session. */
-static int fetch_status(session *s, const char *path, msg_status *st)
-{
-    int rc = session_connect(s, path, SESSION_CONNECT_TIMEOUT_MS);
-    msg_welcome w;
-    if (rc == 0) rc = session_hello(s, MSG_HELLO_OBSERVER, -1, &w);
-    uint8_t buf[SESSION_MSG_MAX];
-    int64_t deadline = session_deadline(SESSION_REQUEST_TIMEOUT_MS);
-    msg_status_req req = {.id = 1};
-    if (rc == 0) {
-        int n = msg_encode_status_req(buf, sizeof buf, &req);
-        rc = n < 0 ? session_fail(s, RINGD_EPROTO, "status: cannot encode STATUS_REQ")
-                   : session_send(s, buf, (size_t)n, -1, deadline, "status");
-    }
-    msg_header h;
-    if (rc == 0) rc = session_expect(s, MSG_STATUS, &h, buf, deadline, "status");
-    if (rc == 0 && msg_decode_status(&h, buf, st) != MSG_OK)
-        rc = session_fail(s, RINGD_EPROTO,
-                          "status: ringd at %s sent a malformed STATUS message "
-                          "(are ringd and ringctl the same version?)",
-                          s->path);
-    if (rc == 0 && st->id != req.id)
-        rc = session_fail(s, RINGD_EPROTO,
-                          "status: ringd at %s answered request %" PRIu64 " instead of %" PRIu64,
-                          s->path, st->id, req.id);
-    session_close(s);
-    return rc;
-}
-
-static int cmd_status(const char *path, int argc, char **argv)
-{
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"socket", required_argument, NULL, 's'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {0}};
-    int json = 0, ch;
-    optind = 0;
-    while ((ch = getopt_long(argc, argv, "+js:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'j':
-            json = 1;
-            break;
-        case 's':
-            path = optarg;
-            break;
-        case 'h':
-            fputs(usage_status, stdout);
-            return EXIT_OK;
-        default:
-            return ringctl_usage_error("status", "invalid option for status");
-        }
-    }
-    if (optind < argc)
-        return ringctl_usage_error("status", "unexpected argument '%s'", argv[optind]);
-
-    session s;
-    msg_status st;
-    if (fetch_status(&s, path, &st) < 0) {
-        fprintf(stderr, "ringctl: %s\n", s.err);
-        return EXIT_FAIL;
-    }
-    if (json)
-        print_status_json(&st);
-    else
-        print_status(&st);
-    return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
 /* ---- collectives ---- */
@@ -847,7 +538,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[optind];
     argc -= optind;
     argv += optind;
-    if (strcmp(cmd, "status") == 0) return cmd_status(path, argc, argv);
+    if (strcmp(cmd, "status") == 0) return status_command(path, argc, argv);
     if (strcmp(cmd, "checkpoints") == 0) return ckpt_command(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)
