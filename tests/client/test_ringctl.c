@@ -1,5 +1,5 @@
 /*
- * test_ringctl.c - the ringctl command line (client/ringctl.c), run as a
+ * test_ringctl.c - the ringctl command line (client/ringctl*.c), run as a
  * process against the fake daemon: status in words and JSON, the
  * verification of every collective command and the fields of its requests,
  * help and exit codes.
