@@ -1,7 +1,9 @@
 /*
  * ring-internal.h - what the ring engine's files share: ring.c (the engine:
- * starting, failing, completing, deadlines, the links' events) and
- * ring_recv.c (what arrives from the left: checks, reduction, forwarding).
+ * starting, sending, failing, advancing, the links' up and down, the
+ * engine's ops), ring_outcome.c (how collectives end: completion,
+ * confirmation, the links' epochs, deadlines) and ring_recv.c (what arrives
+ * from the left: checks, reduction, forwarding).
  */
 #ifndef RINGD_RING_INTERNAL_H
 #define RINGD_RING_INTERNAL_H
@@ -83,7 +85,6 @@ typedef struct {
 } ring;
 
 int ring_mod(int x, int n);
-void ring_update_tick(ring *r);
 active *ring_slot(ring *r, int k);
 /* The running collective (epoch, seq), or NULL. */
 active *ring_find_active(ring *r, uint32_t epoch, uint64_t seq);
@@ -108,6 +109,21 @@ int ring_up(ring *r);
 void ring_start_next(ring *r);
 /* Completes what is finished and starts what may start; every event ends here. */
 void ring_advance(ring *r);
+
+/* ring_outcome.c: how collectives end. */
+/* Completes the oldest running collective, finished here (ring_advance()). */
+void ring_complete(ring *r);
+/* Says what a collective past its deadline was waiting for (NULL: one that
+ * has not started). */
+void ring_describe_wait(const ring *r, const active *a, char *out, size_t len);
+/* Runs the deadline tick while something waits for it. */
+void ring_update_tick(ring *r);
+/* jobs_ops.tick: the deadlines. */
+void ring_on_tick(void *eng, uint64_t now);
+/* The links' epoch callbacks: a new epoch, a lap that settles, COMMIT counts. */
+void ring_on_epoch(void *data, const links_event *ev);
+void ring_on_settle(void *data, const frame_epoch *c, int ready);
+void ring_on_commit(void *data, const frame_commit *c);
 
 /* ring_recv.c: the links' DATA callbacks. */
 int ring_on_data(void *data, const frame_data *d, uint8_t **dst, char *why, size_t whylen);

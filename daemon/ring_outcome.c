@@ -1,0 +1,383 @@
+/*
+ * ring_outcome.c - how the ring engine's collectives end: the oldest
+ * finished one completes and waits for the ring's word, COMMIT counts
+ * confirm successes, the links' epoch events settle failures, and the
+ * deadline tick fails what waits too long.
+ *
+ * A result goes back only once every host has completed the collective
+ * (COMMIT frames carry each host's count), so no rank sees a success that
+ * another does not. A collective that fails for a reason the streams
+ * survive (the hosts disagree on it, a rank never came or left, a deadline,
+ * a bad checksum) starts a RESET lap round the ring (links.c, epoch.c); its
+ * CONFIRM hands every host the same verdict on every collective not yet
+ * answered, and the ring goes on under a new epoch with the links up. A
+ * protocol error drops both links instead (see ring_drop_links()), and the
+ * BREAK that follows fails what each host has submitted. PROTOCOL.md,
+ * "Outcomes", has the rules.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ring-internal.h"
+
+#define SETTLE_GRACE_MS 2000 /* see hold_until() */
+#define WIRE_SPARE_MAX (128u << 20) /* a wire buffer kept between jobs, at most */
+
+/*
+ * Which host came last to an allreduce. Host h learns delta_h, the time from
+ * its own start to its left neighbour's first data, which left at the left
+ * neighbour's start: delta_h = start(left(h)) - start(h) + one hop. Each host
+ * sends its delta with the allgather frames of the chunk it completed, so
+ * every host learns all N and can place every start relative to its own:
+ * start(left(h)) = start(h) + delta_h, round the ring. The latest is the
+ * straggler; spread is how long after the first it came.
+ */
+static void name_straggler(const ring *r, active *a)
+{
+    a->t.last_host = -1;
+    a->t.spread_us = 0;
+    if (a->job->kind != RINGD_COLL_ALLREDUCE || r->n < 2) return;
+    for (int h = 0; h < r->n; h++)
+        if (a->delta_us[h] == FRAME_DELTA_UNKNOWN) return;
+    int64_t at = 0, lo = 0, hi = 0;
+    int h = r->me;
+    a->t.last_host = h;
+    for (int k = 1; k < r->n; k++) {
+        at += a->delta_us[h];
+        h = ring_mod(h - 1, r->n);
+        if (at > hi) {
+            hi = at;
+            a->t.last_host = h;
+        }
+        if (at < lo) lo = at;
+    }
+    a->t.spread_us = (uint64_t)(hi - lo);
+}
+
+/* ---- completing ---- */
+
+/* How long a collective done here waits for the ring's word. A success
+ * waits up to collective_timeout for every host to complete it. A failure
+ * waits for the lap that settles it, so that every rank gets the same
+ * message; a lap round a working ring takes milliseconds, and one that has
+ * not come back by SETTLE_GRACE_MS is stuck behind a link paused for a
+ * collective some rank has not submitted: the failure then goes back as
+ * this host knows it. */
+static uint64_t hold_until(const ring *r, int status)
+{
+    return uv_now(r->loop) + (status == 0 ? r->cfg->collective_timeout_ms : SETTLE_GRACE_MS);
+}
+
+/* Failed ones go back at once, in order, as long as no success is still
+ * waiting for the ring's word before them. */
+static void release_failed(ring *r)
+{
+    while (r->q.held && r->q.held->status != 0)
+        jobs_release_first(&r->q);
+}
+
+/* Every held collective below the least count has completed on every host. */
+static void confirm(ring *r)
+{
+    uint64_t least = UINT64_MAX;
+    for (int h = 0; h < r->n; h++)
+        if (r->done[h] < least) least = r->done[h];
+    jobs_confirm(&r->q, r->epoch, least);
+}
+
+/* Sends what this host knows of every host's count, once per turn of the
+ * loop however many collectives completed in it. */
+static void on_commit_due(uv_idle_t *h)
+{
+    ring *r = h->data;
+    uv_idle_stop(h);
+    if (!r->commit_due || !links_ready(r->links)) return;
+    r->commit_due = 0;
+    static frame_commit c; /* 8 KiB: not on the stack */
+    c.n = (uint16_t)r->n;
+    memcpy(c.done, r->done, (size_t)r->n * sizeof *r->done);
+    links_send_commit(r->links, &c);
+}
+
+/* The oldest running collective is done here: a success waits for every
+ * host to have completed it too (confirm()), a failure for the ring to say
+ * how it ended (ring_on_settle()). Results go back in order. */
+void ring_complete(ring *r)
+{
+    active *a = ring_slot(r, 0);
+    job *j = a->job;
+    name_straggler(r, a);
+    job_timing t = a->t;
+    /* The largest wire buffer (up to WIRE_SPARE_MAX) stays for the next job. */
+    if (a->wbuf && a->wbuf_cap > r->wire_spare_cap && a->wbuf_cap <= WIRE_SPARE_MAX) {
+        free(r->wire_spare);
+        r->wire_spare = a->wbuf;
+        r->wire_spare_cap = a->wbuf_cap;
+    } else {
+        free(a->wbuf);
+    }
+    a->wbuf = NULL;
+    a->job = NULL;
+    r->first = (r->first + 1) % MAX_ACTIVE;
+    r->n_act--;
+    if (r->n == 1) {
+        jobs_complete(&r->q, &t);
+        return;
+    }
+    j->epoch = a->epoch;
+    jobs_hold(&r->q, &t, hold_until(r, j->status));
+    if (j->status == 0 && a->epoch == r->epoch) {
+        r->done[r->me]++;
+        links_completed(r->links, r->done[r->me]);
+        r->commit_due = 1;
+        uv_idle_start(&r->commit, on_commit_due);
+        confirm(r); /* this host may have been the last */
+    } else if (r->broken || a->epoch < r->settled) {
+        /* Nothing more will settle it: ring_on_settle() already has. */
+        release_failed(r);
+    }
+}
+
+/* Tells the owner how the collectives it held for the engine ended. */
+static void notify_settled(ring *r, const job_verdict *v)
+{
+    if (r->watcher) r->watcher->settled(r->watcher_data, v);
+}
+
+/* Every collective the owner held failed with (code, reason), none placed. */
+static void notify_failed(ring *r, int code, const char *reason)
+{
+    job_verdict v = {.code = code, .fail_seq = FRAME_NO_SEQ, .reason = reason};
+    notify_settled(r, &v);
+}
+
+/* ---- the links' epochs ---- */
+
+void ring_on_epoch(void *data, const links_event *ev)
+{
+    ring *r = data;
+    uint32_t old = r->epoch;
+    uint64_t next = r->q.stats.seq;
+    r->epoch = ev->epoch;
+    jobs_renumber(&r->q);
+    r->early_set = 0;
+    memset(r->done, 0, (size_t)r->n * sizeof *r->done);
+    r->commit_due = 0;
+    if (ev->gone) {
+        r->gen++;
+        r->gone = 1;
+        snprintf(r->gone_why, sizeof r->gone_why, "%s", ev->reason);
+    }
+    /* What runs cannot be confirmed in the old epoch any more. */
+    for (int k = 0; k < r->n_act; k++) {
+        job *j = ring_slot(r, k)->job;
+        jobs_fail(&r->q, j, FAIL_JOB, ev->code, "%s #%" PRIu64 " failed: %s", j->label, j->seq,
+                  ev->why);
+    }
+    if (ev->kind != LINKS_FORM) {
+        /* Hosts may have submitted different numbers of collectives, or a
+         * rank may have sent more before it learnt of a failure: nothing
+         * submitted so far may pair with another host's. */
+        /* They keep the numbers they would have had in the ready epoch they
+         * were submitted in, as every other host numbers them, so that the
+         * verdict names each the same way everywhere. */
+        uint32_t in = old == r->ready_epoch ? old : 0;
+        jobs_hold_waiting(&r->q, ev->code, ev->why, hold_until(r, ev->code), in, &next);
+        if (r->watcher) r->watcher->reset(r->watcher_data);
+        r->reset_code = ev->code ? ev->code : RINGD_ERING;
+        r->settle_due = hold_until(r, r->reset_code);
+        snprintf(r->reset_why, sizeof r->reset_why, "%s", ev->why);
+    }
+    /* After a BREAK no lap comes round to settle what fails: failures go
+     * back as they happen, until a lap of a later epoch settles the rest. */
+    r->broken = ev->kind == LINKS_BREAK;
+    if (r->broken) {
+        r->settle_due = 0;
+        release_failed(r);
+        notify_failed(r, ev->code, ev->why);
+    }
+    ring_advance(r);
+}
+
+void ring_on_settle(void *data, const frame_epoch *c, int ready)
+{
+    ring *r = data;
+    job_verdict v = {.epoch = c->prev_epoch,
+                     .done = c->flags & EPOCH_FLAG_DONE_UNKNOWN ? 0 : c->done,
+                     .code = c->code ? c->code : RINGD_ERING,
+                     .fail_seq = c->fail_seq,
+                     .own = c->code && c->fail_class != EPOCH_LEFT,
+                     .reason = c->code ? c->reason : "the ring was reset",
+                     .top = c->top,
+                     .ready = ready,
+                     .next_epoch = c->epoch};
+    jobs_settle(&r->q, &v);
+    /* Those still finishing their sends or reads failed too, the same way;
+     * they go back as they finish (ring_complete()). */
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = ring_slot(r, k);
+        if (a->epoch >= c->epoch) continue;
+        a->job->epoch = a->epoch;
+        jobs_settle_one(a->job, &v);
+    }
+    r->settled = c->epoch;
+    r->settle_due = 0;
+    if (ready) {
+        r->ready_epoch = c->epoch;
+        r->gone = 0;
+        log_debug("epoch %u settled: %" PRIu64 " collectives of epoch %u confirmed", c->epoch,
+                  v.done, c->prev_epoch);
+    }
+    /* Last: the owner may hand over collectives now, which may fail and
+     * reset the ring again from in here. */
+    notify_settled(r, &v);
+    ring_advance(r);
+}
+
+void ring_on_commit(void *data, const frame_commit *c)
+{
+    ring *r = data;
+    int changed = 0;
+    for (int h = 0; h < r->n; h++) {
+        if (h == r->me || c->done[h] <= r->done[h]) continue;
+        r->done[h] = c->done[h];
+        changed = 1;
+    }
+    if (!changed) return;
+    r->commit_due = 1;
+    uv_idle_start(&r->commit, on_commit_due);
+    confirm(r);
+    ring_advance(r);
+}
+
+/* ---- deadlines ---- */
+
+/* The deadline tick runs while jobs wait or are held, while a reset waits
+ * to be settled, and while frames of a collective not submitted here hold
+ * the left link (check_unsubmitted()). */
+void ring_update_tick(ring *r)
+{
+    r->q.awaiting = r->settle_due != 0 || r->early_set;
+    jobs_update_tick(&r->q);
+}
+
+/* Says what a collective past its deadline was waiting for (a NULL: one that
+ * has not started). */
+void ring_describe_wait(const ring *r, const active *a, char *out, size_t len)
+{
+    if (!a) {
+        const cfg_host *right = &r->cfg->hosts[ring_mod(r->me + 1, r->n)];
+        link_state ls = links_state(r->links, LINK_LEFT), rs = links_state(r->links, LINK_RIGHT);
+        const char *le = links_last_error(r->links, LINK_LEFT);
+        const char *re = links_last_error(r->links, LINK_RIGHT);
+        const char *waiting = links_waiting(r->links);
+        if (*waiting)
+            snprintf(out, len,
+                     "the ring is not ready: %s, and no process has taken its place yet "
+                     "(every local rank of every host must be connected)",
+                     waiting);
+        else if (ls == LINK_UP && rs == LINK_UP)
+            snprintf(out, len,
+                     "the ring is not formed: both links of this host are up, so a link "
+                     "further round the ring is down (see the other hosts' logs or "
+                     "ringctl status there)");
+        else
+            snprintf(out, len,
+                     "the ring is not formed: right link to %s (%s) is %s%s%s; left link "
+                     "from %s is %s%s%s",
+                     right->name, right->address, link_state_name(rs), *re ? ": " : "", re,
+                     ring_neighbour(r, -1), link_state_name(ls), *le ? ": " : "", le);
+        return;
+    }
+    int g = a->sch.first;
+    while (g <= a->sch.last) {
+        int c = schedule_recv(&a->sch, g);
+        if (c >= 0 && a->recv_off[g] < ring_chunk_len(r, a, c)) break;
+        g++;
+    }
+    if (g <= a->sch.last)
+        snprintf(out, len,
+                 "at step %d of %d, waiting for data from left neighbour %s "
+                 "(has every rank submitted this collective?)",
+                 g - a->sch.first + 1, a->sch.last - a->sch.first + 1, ring_neighbour(r, -1));
+    else
+        snprintf(out, len, "all data received, waiting for sends to right neighbour %s",
+                 ring_neighbour(r, 1));
+}
+
+/* The left neighbour's data for a collective this host's ranks have not
+ * submitted holds the link (ring_on_data()), and with it every frame
+ * behind it. Once it has waited collective_timeout the other hosts are
+ * timing out on it: this host says why, as the cause, so that every rank
+ * learns which ranks did not come, and the reset unblocks the link. */
+static void check_unsubmitted(ring *r, uint64_t now)
+{
+    (void)now;
+    if (!r->early_set || r->early_epoch != r->epoch || r->early_seq < r->q.stats.seq) return;
+    uint64_t waited_ms = (uv_hrtime() - r->early_ns) / 1000000;
+    if (waited_ms < r->cfg->collective_timeout_ms) return;
+    r->early_set = 0;
+    char ranks[160];
+    if (r->watcher)
+        r->watcher->missing(r->watcher_data, ranks, sizeof ranks);
+    else
+        ring_host_ranks(r, r->me, ranks, sizeof ranks);
+    epoch_failure f = {.code = RINGD_ETIMEDOUT,
+                       .seq = r->early_seq,
+                       .cls = EPOCH_CAUSE,
+                       .origin = (uint32_t)r->me};
+    snprintf(f.reason, sizeof f.reason,
+             "%s #%" PRIu64 " timed out on host %s: %s did not submit it within %.3g s "
+             "(collective_timeout) of the other hosts' data for it; is a rank stuck, or "
+             "behind the others?",
+             engine_kind_name(r->early_kind), r->early_seq, r->cfg->hosts[r->me].name, ranks,
+             (double)r->cfg->collective_timeout_ms / 1000);
+    log_warn("%s", f.reason);
+    links_fail(r->links, &f, 0);
+}
+
+void ring_on_tick(void *eng, uint64_t now)
+{
+    ring *r = eng;
+    char why[512];
+    for (int k = 0; k < r->n_act; k++) {
+        active *a = ring_slot(r, k);
+        job *j = a->job;
+        if (j->status != 0 || j->deadline > now) continue;
+        ring_describe_wait(r, a, why, sizeof why);
+        jobs_fail(&r->q, j, FAIL_RING, RINGD_ETIMEDOUT, "%s #%" PRIu64 " timed out on host %s %s",
+                  j->label, j->seq, r->cfg->hosts[r->me].name, why);
+    }
+    /* One that could not even start: nothing to tell the ring. */
+    job *j = jobs_waiting(&r->q);
+    if (j && r->n_act == 0 && j->deadline <= now) {
+        char msg[JOB_MAX_MESSAGE];
+        ring_describe_wait(r, NULL, why, sizeof why);
+        snprintf(msg, sizeof msg, "%s timed out before it could start on host %s: %s", j->label,
+                 r->cfg->hosts[r->me].name, why);
+        log_warn("%s", msg);
+        if (r->q.held) {
+            /* Replies go in order: behind the held ones. */
+            jobs_hold_waiting(&r->q, RINGD_ETIMEDOUT, msg, now, 0, NULL);
+        } else {
+            jobs_end_waiting(&r->q, RINGD_ETIMEDOUT, msg);
+        }
+    }
+    check_unsubmitted(r, now);
+    /* Held ones the ring never settled: a host that completed one cannot
+     * tell whether every other host did. */
+    jobs_expire_held(&r->q, now, RINGD_ERING,
+                     "outcome unknown: this host completed it, but the ring broke before "
+                     "every host was known to have; restart the training step from a "
+                     "checkpoint on every rank");
+    /* A RESET that never came back: the collectives set aside for it go
+     * back too, after the held ones (replies keep their order). */
+    if (r->settle_due && now >= r->settle_due && !r->q.held) {
+        r->settle_due = 0;
+        notify_failed(r, r->reset_code, r->reset_why);
+    }
+    ring_advance(r);
+}
