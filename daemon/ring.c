@@ -54,6 +54,7 @@
 
 #include "log.h"
 #include "reduce.h"
+#include "reduce_wire.h"
 #include "ring-internal.h"
 
 #define SETTLE_GRACE_MS 2000 /* see hold_until() */
