@@ -59,7 +59,7 @@ struct job {
     const char *label; /* how messages name it, e.g. "allreduce \"fc1\"" */
     uint16_t name_tag; /* a hash of its name, 0 for none; hosts compare them */
     uint8_t wire;      /* float32 travelling narrow: RINGD_WIRE_BFLOAT16 or
-                          RINGD_WIRE_FLOAT16 (reduce.h); 0: as it is */
+                          RINGD_WIRE_FLOAT16 (reduce_wire.h); 0: as it is */
     job_done_cb done;
     void *data;
     /* A job that already failed on this host (its local ranks disagree, one

@@ -13,6 +13,7 @@
 #include "local-internal.h"
 #include "log.h"
 #include "reduce.h"
+#include "reduce_wire.h"
 #include "status.h"
 
 /* ---- regions ---- */

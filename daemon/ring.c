@@ -47,6 +47,7 @@
 
 #include "log.h"
 #include "reduce.h"
+#include "reduce_wire.h"
 #include "ring-internal.h"
 
 int ring_mod(int x, int n)

@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "reduce.h"
+#include "reduce_wire.h"
 #include "ring-internal.h"
 
 static int protocol_error(ring *r, active *a, char *why, size_t len, const char *fmt, ...)

@@ -1,5 +1,5 @@
 /*
- * test_reduce_wire.c - the narrow wire types of daemon/reduce.c (issue 17,
+ * test_reduce_wire.c - the narrow wire types of daemon/reduce_wire.c (issue 17,
  * item 3): float32 collectives travelling as bfloat16 or float16.
  *
  * The conversions are checked against reduce.c's own scalar converters
@@ -20,6 +20,7 @@
 
 #include "daemon/reduce.h"
 #include "daemon/reduce-internal.h"
+#include "daemon/reduce_wire.h"
 
 #define COUNT 10007 /* elements per host; chunks of uneven sizes */
 #define MAX_HOSTS 8
