@@ -20,8 +20,9 @@ import time
 
 import numpy as np
 import pytest
+from conftest import import_torch
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 
 
 import ringd.checkpoint as ckpt  # noqa: E402
