@@ -96,28 +96,6 @@ static int connect_retry(int i, ringd_client **c, int timeout_ms)
     return rc;
 }
 
-static void fill(float *p, size_t n, int rank, int iter)
-{
-    for (size_t k = 0; k < n; k++)
-        p[k] = (float)((rank + 1) * 1000 + (int)(k % 997) + iter);
-}
-
-/* Exact in float32: small integers. */
-static int check(const float *p, size_t n, int iter, char *why, size_t len)
-{
-    for (size_t k = 0; k < n; k++) {
-        float want = 0;
-        for (int r = 0; r < N; r++)
-            want += (float)((r + 1) * 1000 + (int)(k % 997) + iter);
-        if (p[k] != want) {
-            snprintf(why, len, "element %zu of iteration %d is %g, expected %g", k, iter,
-                     (double)p[k], (double)want);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* Retries one allreduce until it succeeds everywhere: hosts that learned of
  * the fault at different times may each fail a different number of times
  * before the ring is whole again. */
@@ -125,9 +103,9 @@ static int recover(int idx, ringd_client **c, float *small, char *why, size_t le
 {
     int64_t deadline = harness_now_ms() + RECOVERY_MS;
     for (int attempt = 0;; attempt++) {
-        fill(small, SMALL_COUNT, idx, -1);
+        harness_fill_f32(small, SMALL_COUNT, idx, -1);
         int rc = ringd_allreduce(*c, small, SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM);
-        if (rc == 0) return check(small, SMALL_COUNT, -1, why, len);
+        if (rc == 0) return harness_check_f32(small, SMALL_COUNT, N, -1, why, len);
         if (rc == RINGD_ECLOSED) {
             snprintf(why, len, "attempt %d: the daemon closed the connection: %s", attempt,
                      ringd_last_error(*c));
@@ -146,14 +124,14 @@ static int in_a_row(int idx, ringd_client *c, float *buf, char *why, size_t len)
 {
     for (int it = 0; it < IN_A_ROW; it++) {
         size_t n = SMALL_COUNT + (size_t)it * 13;
-        fill(buf, n, idx, it);
+        harness_fill_f32(buf, n, idx, it);
         int rc = ringd_allreduce(c, buf, n, RINGD_FLOAT32, RINGD_SUM);
         if (rc != 0) {
             snprintf(why, len, "allreduce %d of %d after recovery failed: %s: %s", it + 1, IN_A_ROW,
                      ringd_errname(rc), ringd_last_error(c));
             return -1;
         }
-        if (check(buf, n, it, why, len) < 0) return -1;
+        if (harness_check_f32(buf, n, N, it, why, len) < 0) return -1;
     }
     return 0;
 }
@@ -192,7 +170,7 @@ static int client_thread(int idx, void *arg)
      * forming at all: then the first collective is the one that fails; and
      * the victim process of FAULT_CLIENT submits the big one straight away. */
     if (s->kind == FAULT_KILL || s->kind == FAULT_STOP) {
-        fill(small, SMALL_COUNT, idx, -1);
+        harness_fill_f32(small, SMALL_COUNT, idx, -1);
         int rc = ringd_allreduce(c, small, SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM);
         if (rc != 0) {
             snprintf(why, wl, "warm-up: %s: %s", ringd_errname(rc), ringd_last_error(c));
@@ -210,7 +188,7 @@ static int client_thread(int idx, void *arg)
         int late = s->kind == FAULT_CLIENT && idx == VICTIM + 1;
         if (late) wait_flag(&s->fault_done, 60000);
         ringd_request *req = NULL;
-        fill(big, BIG_COUNT, idx, 0);
+        harness_fill_f32(big, BIG_COUNT, idx, 0);
         int rc = ringd_iallreduce(c, big, BIG_COUNT, RINGD_FLOAT32, RINGD_SUM, &req);
         if (rc == 0) {
             if (!late) atomic_fetch_add(&s->submitted, 1);
@@ -366,7 +344,7 @@ static void victim_client(int ready_fd)
     if (connect_retry(VICTIM, &c, 20000) < 0) _exit(2);
     float *big = ringd_alloc(c, (size_t)BIG_COUNT * sizeof *big);
     if (!big) _exit(3);
-    fill(big, BIG_COUNT, VICTIM, 0);
+    harness_fill_f32(big, BIG_COUNT, VICTIM, 0);
     ringd_request *req;
     if (ringd_iallreduce(c, big, BIG_COUNT, RINGD_FLOAT32, RINGD_SUM, &req) < 0) _exit(4);
     (void)!write(ready_fd, "s", 1);
@@ -518,7 +496,7 @@ Test(faults, sigterm_fails_collectives_in_flight_and_exits_cleanly)
     for (int i = 0; i < N - 1; i++) {
         buf[i] = ringd_alloc(c[i], SMALL_COUNT * sizeof(float));
         cr_assert_not_null(buf[i]);
-        fill(buf[i], SMALL_COUNT, i, 0);
+        harness_fill_f32(buf[i], SMALL_COUNT, i, 0);
         cr_assert_eq(ringd_iallreduce(c[i], buf[i], SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM, &req[i]),
                      0);
     }
@@ -596,7 +574,7 @@ static int proxy_thread(int idx, void *arg)
                 goto out;
             }
         }
-        fill(buf, big, idx, phase);
+        harness_fill_f32(buf, big, idx, phase);
         rc = ringd_allreduce(c, buf, big, RINGD_FLOAT32, RINGD_SUM);
         if (phase == 1) {
             s->big_rc[idx] = rc;
@@ -608,7 +586,7 @@ static int proxy_thread(int idx, void *arg)
             snprintf(why, wl, "phase %d: %s: %s", phase, ringd_errname(rc), ringd_last_error(c));
             goto out;
         }
-        if ((rc = check(buf, big, phase, why, wl)) < 0) goto out;
+        if ((rc = harness_check_f32(buf, big, N, phase, why, wl)) < 0) goto out;
     }
     rc = in_a_row(idx, c, buf, why, wl);
 out:
@@ -778,7 +756,7 @@ static int chaos_thread(int idx, void *arg)
                 continue; /* the daemon went away again */
             }
         }
-        fill(buf, SMALL_COUNT, idx, -1); /* as recover() does */
+        harness_fill_f32(buf, SMALL_COUNT, idx, -1); /* as recover() does */
         int64_t t0 = harness_now_ms();
         int rc = ringd_allreduce(c, buf, SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM);
         int64_t took = harness_now_ms() - t0;
@@ -796,7 +774,8 @@ static int chaos_thread(int idx, void *arg)
         if (rc < 0 && -rc < 32) ch->errors[idx][-rc]++;
         if (rc == 0) {
             ch->ok[idx]++;
-            if (check(buf, SMALL_COUNT, -1, why, wl) < 0) return -1; /* a wrong sum */
+            if (harness_check_f32(buf, SMALL_COUNT, N, -1, why, wl) < 0)
+                return -1; /* a wrong sum */
         } else if (rc == RINGD_ECLOSED) {
             ringd_close(c);
             c = NULL;

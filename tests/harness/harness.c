@@ -905,3 +905,31 @@ int harness_barrier_wait(harness_barrier *b, bool failed, int timeout_ms)
     pthread_mutex_unlock(&b->mu);
     return r;
 }
+
+/* ---- data whose float32 sum is exact ---- */
+
+static float f32_value(size_t k, int rank, int iter)
+{
+    return (float)((rank + 1) * 1000 + (int)(k % 997) + iter);
+}
+
+void harness_fill_f32(float *p, size_t n, int rank, int iter)
+{
+    for (size_t k = 0; k < n; k++)
+        p[k] = f32_value(k, rank, iter);
+}
+
+int harness_check_f32(const float *p, size_t n, int ranks, int iter, char *why, size_t len)
+{
+    for (size_t k = 0; k < n; k++) {
+        float want = 0;
+        for (int r = 0; r < ranks; r++)
+            want += f32_value(k, r, iter);
+        if (p[k] != want) {
+            snprintf(why, len, "element %zu of iteration %d is %.9g, expected %.9g", k, iter,
+                     (double)p[k], (double)want);
+            return -1;
+        }
+    }
+    return 0;
+}

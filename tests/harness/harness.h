@@ -90,8 +90,7 @@ int harness_config_variant(harness *h, const char *name, const char *from, const
                            char *path, size_t pathlen);
 
 /* Writes a key file (mode 0600) to dir/name and its path into path. */
-int harness_write_key(harness *h, const char *name, const char *key, char *path,
-                      size_t pathlen);
+int harness_write_key(harness *h, const char *name, const char *key, char *path, size_t pathlen);
 
 /* Writes all n bytes to fd, retrying EINTR and short writes. 0 or -1. */
 int harness_write_all(int fd, const void *buf, size_t n);
@@ -213,5 +212,15 @@ void harness_barrier_destroy(harness_barrier *b);
  * failed = true in this round, 0 if none did, -1 on timeout or a broken
  * barrier. */
 int harness_barrier_wait(harness_barrier *b, bool failed, int timeout_ms);
+
+/* ---- data whose float32 sum is exact ---- */
+
+/* Fills p with rank's contribution to iteration iter: small integers, so
+ * their sum over ranks is exact in float32 in any order. */
+void harness_fill_f32(float *p, size_t n, int rank, int iter);
+
+/* Checks p against the sum over ranks 0..ranks-1 of harness_fill_f32().
+ * Returns 0, or -1 with the first wrong element in why. */
+int harness_check_f32(const float *p, size_t n, int ranks, int iter, char *why, size_t len);
 
 #endif /* RINGD_TEST_HARNESS_H */

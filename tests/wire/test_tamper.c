@@ -228,31 +228,14 @@ typedef struct {
     char why[N][512];
 } scenario;
 
-static void fill(float *p, size_t n, int rank, int iter)
-{
-    for (size_t k = 0; k < n; k++)
-        p[k] = (float)((rank + 1) * 1000 + (int)(k % 997) + iter);
-}
-
-static int check(const float *p, size_t n, int iter, char *why, size_t len)
-{
-    for (size_t k = 0; k < n; k++) {
-        float want = 0;
-        for (int r = 0; r < N; r++)
-            want += (float)((r + 1) * 1000 + (int)(k % 997) + iter);
-        if (p[k] != want) {
-            snprintf(why, len, "element %zu of iteration %d is %.9g, expected %.9g", k, iter,
-                     (double)p[k], (double)want);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int allreduce_named(ringd_client *c, float *buf, const char *name)
 {
-    ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE, .buf = buf, .count = COUNT,
-                             .dtype = RINGD_FLOAT32, .op = RINGD_SUM, .name = name};
+    ringd_collective coll = {.kind = RINGD_COLL_ALLREDUCE,
+                             .buf = buf,
+                             .count = COUNT,
+                             .dtype = RINGD_FLOAT32,
+                             .op = RINGD_SUM,
+                             .name = name};
     return ringd_run(c, &coll);
 }
 
@@ -279,26 +262,26 @@ static int rank_thread(int idx, void *arg)
             if (idx == 0) atomic_store(&P.armed, 1);
             if (harness_barrier_wait(&s->bar, false, 60000) != 0) goto out;
         }
-        fill(buf, COUNT, idx, phase);
+        harness_fill_f32(buf, COUNT, idx, phase);
         rc = allreduce_named(c, buf, names[phase]);
         if (phase == 1) {
             s->rc[idx] = rc;
             snprintf(s->msg[idx], sizeof s->msg[idx], "%s", ringd_last_error(c));
             /* Whatever happened, a result that came back is right. */
-            if (rc == 0 && check(buf, COUNT, phase, why, wl) < 0) goto out;
+            if (rc == 0 && harness_check_f32(buf, COUNT, N, phase, why, wl) < 0) goto out;
             continue;
         }
         if (rc != 0) {
             snprintf(why, wl, "phase %d: %s: %s", phase, ringd_errname(rc), ringd_last_error(c));
             goto out;
         }
-        if (check(buf, COUNT, phase, why, wl) < 0) goto out;
+        if (harness_check_f32(buf, COUNT, N, phase, why, wl) < 0) goto out;
     }
     /* The ring re-forms: each rank retries until one succeeds (they may
      * fail different numbers of times), the same values each time. */
     deadline = harness_now_ms() + RECOVERY_MS;
     do {
-        fill(buf, COUNT, idx, 2);
+        harness_fill_f32(buf, COUNT, idx, 2);
         rc = allreduce_named(c, buf, "recover");
     } while (rc != 0 && rc != RINGD_ECLOSED && harness_now_ms() < deadline);
     if (rc != 0) {
@@ -306,15 +289,16 @@ static int rank_thread(int idx, void *arg)
         harness_barrier_wait(&s->bar, true, 60000);
         goto out;
     }
-    if (check(buf, COUNT, 2, why, wl) < 0 || harness_barrier_wait(&s->bar, false, 60000) != 0)
+    if (harness_check_f32(buf, COUNT, N, 2, why, wl) < 0 ||
+        harness_barrier_wait(&s->bar, false, 60000) != 0)
         goto out;
     for (int iter = 3; iter < 5; iter++) {
-        fill(buf, COUNT, idx, iter);
+        harness_fill_f32(buf, COUNT, idx, iter);
         if ((rc = allreduce_named(c, buf, "after")) != 0) {
             snprintf(why, wl, "after recovery: %s: %s", ringd_errname(rc), ringd_last_error(c));
             goto out;
         }
-        if (check(buf, COUNT, iter, why, wl) < 0) goto out;
+        if (harness_check_f32(buf, COUNT, N, iter, why, wl) < 0) goto out;
     }
     rc = 0;
 out:
@@ -333,9 +317,9 @@ static void run(attack what, const char *extra_yaml, scenario *s)
              "backoff_max: 500ms\nsegment_size: 64KiB\n%s",
              extra_yaml);
     cr_assert_eq(harness_init(&H, N, yaml), 0, "%s", H.err);
-    cr_assert_eq(harness_write_key(&H, "cluster.key", "0123456789abcdef0123456789abcdef", key,
-                                   sizeof key),
-                 0, "%s", H.err);
+    cr_assert_eq(
+        harness_write_key(&H, "cluster.key", "0123456789abcdef0123456789abcdef", key, sizeof key),
+        0, "%s", H.err);
     FILE *f = fopen(H.config, "a");
     cr_assert_not_null(f);
     fprintf(f, "secret_file: %s\n", key);
@@ -375,11 +359,11 @@ static void expect_failed_everywhere(scenario *s, int h1_code)
                   "rank %d: %s: %s (expected a failure)", i, ringd_errname(rc), s->msg[i]);
     }
     cr_expect_eq(s->rc[1], h1_code, "rank 1: %s: %s", ringd_errname(s->rc[1]), s->msg[1]);
-    cr_expect(strstr(s->msg[1], "authentication failed on the link from left neighbour h0") !=
-                  NULL,
+    cr_expect(strstr(s->msg[1], "authentication failed on the link from left neighbour h0") != NULL,
               "rank 1: %s", s->msg[1]);
-    cr_expect_eq(harness_wait_log(&H, 1, "authentication failed on the link from left "
-                                         "neighbour h0",
+    cr_expect_eq(harness_wait_log(&H, 1,
+                                  "authentication failed on the link from left "
+                                  "neighbour h0",
                                   5000),
                  0, "h1 logs the failure");
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
