@@ -50,6 +50,15 @@ typedef struct coll {
     submission subs[]; /* one per local rank */
 } coll;
 
+#define SETTLED_KEPT 8
+
+/* A verdict and the first index it settled (its epoch's seq 0). */
+typedef struct {
+    job_verdict v;
+    char reason[FRAME_MAX_TEXT + 64];
+    uint64_t base;
+} settled;
+
 struct gather {
     uv_loop_t *loop;
     const cfg *cfg;
@@ -72,14 +81,25 @@ struct gather {
     gather_pos *joiners[MAX_JOINERS]; /* newcomers in limbo, at JOIN_BASE + k */
     log_ratelimit fail_rl;
     int n_joiners;
-    /* The verdict that ended the last limbo, for submissions of its epoch
-     * that come later (they failed with it everywhere else). */
-    job_verdict last;
-    char last_reason[FRAME_MAX_TEXT + 64];
-    uint64_t last_base;
+    /* The verdicts that ended the last limbos, newest last, for
+     * submissions of their epochs that come later: a rank that sat out
+     * collectives (it waited, or failed early) still has those numbers
+     * next, and they failed everywhere else. A rank may be several
+     * verdicts behind; one further back than SETTLED_KEPT still fails. */
+    settled past[SETTLED_KEPT];
+    int n_past;
 };
 
 static void on_tick(uv_timer_t *t);
+
+/* Finds the verdict that settled index, or NULL if it is older than any
+ * kept. Indices below base were all settled by some verdict. */
+static const settled *settled_of(const gather *g, uint64_t index)
+{
+    for (int i = g->n_past - 1; i >= 0; i--)
+        if (index >= g->past[i].base) return &g->past[i];
+    return NULL;
+}
 
 static void replyf(gather *g, void *s, uint64_t id, int status, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -96,7 +116,7 @@ static void replyf(gather *g, void *s, uint64_t id, int status, const char *fmt,
 
 int gather_settled_before(const gather *g, const gather_pos *pos)
 {
-    return pos->next < g->base && pos->next >= g->last_base;
+    return pos->next < g->base;
 }
 
 int gather_submitted(const gather *g, int rank)
@@ -356,14 +376,26 @@ void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, r
     uint64_t *next = &pos->next;
     uint64_t index = *next;
     if (gather_settled_before(g, pos)) {
-        /* Of the epoch the last verdict settled: it failed everywhere with
-         * it, this rank's part included. */
+        /* Of an epoch a verdict settled (the last, or one before it: this
+         * rank sat out collectives since): it failed everywhere with it,
+         * this rank's part included. */
         (*next)++;
         char label[MSG_MAX_NAME + 32], text[MSG_MAX_TEXT];
         gather_label(m, label, sizeof label);
-        int code = job_verdict_apply(&g->last, label, g->last.epoch, index - g->last_base, text,
-                                     sizeof text);
-        g->reply(s, id, code ? code : g->last.code, text);
+        const settled *p = settled_of(g, index);
+        if (!p) {
+            replyf(g, s, id, RINGD_EABORTED,
+                   "%s failed: this rank is more than %d resets behind the ring on host %s; "
+                   "restart the training step on every rank",
+                   label, SETTLED_KEPT, g->cfg->hosts[g->me].name);
+            return;
+        }
+        int code = job_verdict_apply(&p->v, label, p->v.epoch, index - p->base, text, sizeof text);
+        if (code == 0) { /* cannot be: it never ran without this rank */
+            code = p->v.code;
+            snprintf(text, sizeof text, "%s failed: %s", label, p->v.reason);
+        }
+        g->reply(s, id, code, text);
         return;
     }
     if (index < g->next_index) {
@@ -521,10 +553,17 @@ static void answer_by(gather *g, coll *c, const job_verdict *v, uint32_t epoch, 
  * it failed with the old epoch, the rest runs. */
 static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
 {
-    g->last = *v;
-    snprintf(g->last_reason, sizeof g->last_reason, "%s", v->reason);
-    g->last.reason = g->last_reason;
-    g->last_base = g->base;
+    if (cut > g->base) {
+        if (g->n_past == SETTLED_KEPT) {
+            memmove(g->past, g->past + 1, (SETTLED_KEPT - 1) * sizeof g->past[0]);
+            g->n_past--;
+        }
+        settled *p = &g->past[g->n_past++];
+        p->v = *v;
+        snprintf(p->reason, sizeof p->reason, "%s", v->reason);
+        p->v.reason = p->reason;
+        p->base = g->base;
+    }
     g->base = cut;
     g->top = 0;
     g->epoch = v->next_epoch;
