@@ -129,7 +129,7 @@ static void settle(links *l, const frame_epoch *c, int sent)
     if (ready && sent)
         log_info("ring formed: %d hosts, epoch %u", l->n, l->ep.epoch);
     else if (!ready)
-        log_info("ring epoch %u: not ready until a process takes the place of each: %s",
+        log_info("ring epoch %u: not ready until every local rank of every host is connected: %s",
                  l->ep.epoch, c->waiting);
     l->cb.on_settle(l->data, c, ready && sent);
 }
@@ -451,7 +451,9 @@ void links_submitted(links *l, uint64_t top)
 
 const char *links_waiting(const links *l)
 {
-    return l->ep.phase == RING_WAITING ? l->ep.waiting : "";
+    /* What the last confirmation said the ring waits for holds until one
+     * says it is ready, also while a later lap goes round. */
+    return l->ep.phase == RING_READY ? "" : l->ep.waiting;
 }
 
 void links_resume(links *l)

@@ -113,7 +113,8 @@ void links_completed(links *l, uint64_t done);
 /* Collectives some rank of this host submitted in the current epoch. */
 void links_submitted(links *l, uint64_t top);
 
-/* What the ring waits for while confirmed but incomplete, or "". */
+/* What the ring waits for: the ranks the last confirmation named as not
+ * connected, until one says the ring is ready; "" if none. */
 const char *links_waiting(const links *l);
 
 /* Re-offers a paused DATA frame to on_data, from the loop. */

@@ -65,6 +65,7 @@ struct local {
     session *sessions;
     int n_sessions;
     session **by_rank; /* local rank -> session */
+    char (*left)[160]; /* local rank -> how its last process left, "" if none */
     uint64_t start_ms;
     const rates *rates; /* for status; may be NULL */
     int closing, open_handles;
@@ -96,6 +97,10 @@ void session_refuse(session *s, int code, const char *text);
 /* Closes a session whose client sent what no libringd sends, saying so. */
 void session_drop(session *s, const char *why);
 void session_close(session *s, const char *why);
+
+/* Tells the engine whether every local rank is connected, and if not,
+ * which are missing. */
+void local_report_members(local *l);
 
 /* local_requests.c: decodes and runs one message; a bad one closes s. */
 void session_handle(session *s, const msg_header *h, const uint8_t *body);

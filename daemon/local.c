@@ -297,6 +297,7 @@ static void release(local *l)
         void (*done)(void *) = l->done;
         void *data = l->done_data;
         free(l->by_rank);
+        free(l->left);
         perm_free(&l->perm);
         free(l);
         if (done) done(data);
@@ -311,6 +312,25 @@ static void on_session_closed(uv_handle_t *h)
     free(s->out);
     free(s);
     release(l);
+}
+
+/* The local ranks without a process, rank `first` (if >= 0) first: how each
+ * left, or that none ever came. */
+static void missing_ranks(const local *l, int first, char *out, size_t len)
+{
+    int base = cfg_first_rank(l->cfg, (size_t)l->me);
+    size_t at = 0;
+    out[0] = '\0';
+    for (int k = -1; k < l->local_size && at < len; k++) {
+        int i = k < 0 ? first : k;
+        if (i < 0 || (k >= 0 && i == first) || l->by_rank[i]) continue;
+        const char *sep = at ? "; " : "";
+        if (l->left[i][0])
+            at += (size_t)snprintf(out + at, len - at, "%s%s", sep, l->left[i]);
+        else
+            at += (size_t)snprintf(out + at, len - at, "%srank %d on host %s is not connected", sep,
+                                   base + i, l->cfg->hosts[l->me].name);
+    }
 }
 
 void session_close(session *s, const char *why)
@@ -339,9 +359,11 @@ void session_close(session *s, const char *why)
          * ranks that knew this one fail their next collectives until a
          * process takes its place. */
         char what[MSG_MAX_TEXT];
-        snprintf(what, sizeof what, "rank %d (pid %u) on host %s exited%s",
+        snprintf(l->left[s->local_rank], sizeof l->left[s->local_rank],
+                 "rank %d (pid %u) on host %s exited%s",
                  cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank, s->pid,
                  l->cfg->hosts[l->me].name, mid_call ? " during the collective" : "");
+        missing_ranks(l, s->local_rank, what, sizeof what);
         engine_members(l->engine, 0, 1, what);
     }
     regions_clear(&s->regions);
@@ -491,17 +513,22 @@ int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, engine *e)
     l->local_size = c->hosts[me].local_clients;
     l->listen_fd = -1;
     l->by_rank = calloc((size_t)l->local_size, sizeof *l->by_rank);
-    if (!l->by_rank) {
+    l->left = calloc((size_t)l->local_size, sizeof *l->left);
+    if (!l->by_rank || !l->left) {
+        free(l->by_rank);
+        free(l->left);
         free(l);
         return RINGD_ENOMEM;
     }
     l->gather = gather_new(loop, c, me, e, gather_reply);
     if (!l->gather) {
         free(l->by_rank);
+        free(l->left);
         free(l);
         return RINGD_ENOMEM;
     }
     engine_watch(e, &watcher, l);
+    local_report_members(l);
     uv_timer_init(loop, &l->hello_timer);
     l->hello_timer.data = l;
     l->open_handles = 1;
@@ -589,4 +616,18 @@ int local_clients(const local *l)
     for (int i = 0; i < l->local_size; i++)
         n += l->by_rank[i] != NULL;
     return n;
+}
+
+void local_report_members(local *l)
+{
+    if (local_clients(l) == l->local_size) {
+        engine_members(l->engine, 1, 0, "");
+        return;
+    }
+    /* The ring waits for a rank that never came as for one that left, so
+     * that a late starter's first call is every other rank's first too,
+     * whatever failed before it came (PROTOCOL.md, "Outcomes"). */
+    char why[MSG_MAX_TEXT];
+    missing_ranks(l, -1, why, sizeof why);
+    engine_members(l->engine, 0, 0, why);
 }

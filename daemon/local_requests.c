@@ -223,9 +223,10 @@ static void do_hello(session *s, const msg_hello *m)
         }
         s->local_rank = want;
         l->by_rank[want] = s;
+        l->left[want][0] = '\0';
         gather_join(l->gather, &s->pos);
         log_info("local rank %d connected (pid %u)", want, m->pid);
-        if (local_clients(l) == l->local_size) engine_members(l->engine, 1, 0, "");
+        local_report_members(l);
     }
     s->welcomed = 1;
     msg_welcome w = {.rank =

@@ -23,7 +23,7 @@
 #include "log.h"
 #include "ring-internal.h"
 
-#define SETTLE_GRACE_MS 2000 /* see hold_until() */
+#define SETTLE_GRACE_MS 2000        /* see hold_until() */
 #define WIRE_SPARE_MAX (128u << 20) /* a wire buffer kept between jobs, at most */
 
 /*
@@ -274,10 +274,10 @@ void ring_describe_wait(const ring *r, const active *a, char *out, size_t len)
         const char *le = links_last_error(r->links, LINK_LEFT);
         const char *re = links_last_error(r->links, LINK_RIGHT);
         const char *waiting = links_waiting(r->links);
-        if (*waiting)
+        if (ls == LINK_UP && rs == LINK_UP && *waiting)
             snprintf(out, len,
-                     "the ring is not ready: %s, and no process has taken its place yet "
-                     "(every local rank of every host must be connected)",
+                     "the ring is not ready until every local rank of every host is "
+                     "connected: %s",
                      waiting);
         else if (ls == LINK_UP && rs == LINK_UP)
             snprintf(out, len,
