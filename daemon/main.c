@@ -184,12 +184,15 @@ static void on_second(uv_timer_t *t)
     status_snapshot s;
     collect(d, &s);
     rates_add(&d->rates, uv_now(d->loop), s.eng.net.bytes_in, s.eng.net.bytes_out);
-    char text[256];
+    char text[512];
     if (s.eng.ready)
         snprintf(text, sizeof text,
                  "ring up, epoch %u, %llu collectives done, %llu failed, %d/%d clients",
                  (unsigned)s.eng.epoch, (unsigned long long)s.eng.jobs.done,
                  (unsigned long long)s.eng.jobs.failed, s.clients, s.local_size);
+    else if (s.left_up && s.right_up && s.eng.waiting[0])
+        snprintf(text, sizeof text, "ring up, waiting for ranks (epoch %u): %s",
+                 (unsigned)s.eng.epoch, s.eng.waiting);
     else if (s.left_up && s.right_up)
         snprintf(text, sizeof text,
                  "ring forming: both links up, waiting for the rest of the ring (epoch %u)",

@@ -211,15 +211,18 @@ def test_ready_comes_only_once_both_sockets_listen_then_status_and_watchdog(tmp,
             pass
     assert any(m.startswith("STATUS=ring forming") for m in got), got
     assert got.count("WATCHDOG=1") >= 2, got
-    # Once the ring forms, STATUS= says so.
+    # Once the ring forms, STATUS= says so, and that it waits for the
+    # training processes (none has connected).
     ring.start(1)
     end = time.monotonic() + DEADLINE
-    while not any(m.startswith("STATUS=ring up, epoch") for m in got) and time.monotonic() < end:
+    while not any(m.startswith("STATUS=ring up, waiting for ranks") for m in got) and \
+            time.monotonic() < end:
         try:
             got += ns.recv(4096).decode().split("\n")
         except socket.timeout:
             pass
-    assert any(m.startswith("STATUS=ring up, epoch") for m in got), got
+    waiting = [m for m in got if m.startswith("STATUS=ring up, waiting for ranks")]
+    assert waiting and "rank 0 on host h0 is not connected" in waiting[-1], got
 
 
 def test_a_bad_config_exits_2_without_ready(tmp):
