@@ -614,19 +614,24 @@ static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
         c->next = *q;
         *q = c;
     }
+    /* What this epoch has submitted is counted first: a collective that
+     * failed here before the epoch began starts a reset as it is handed
+     * over, and that reset's lap must count it, or the hosts would start
+     * the next epoch at different collectives. */
+    for (coll *c = g->colls; c; c = c->next)
+        if (!c->running && c->index - g->base + 1 > g->top) g->top = c->index - g->base + 1;
+    if (g->top) engine_submitted(g->engine, g->top);
     /* In index order: the engine numbers them as they come. */
     coll *next;
     for (coll *c = g->colls; c; c = next) {
         next = c->next;
         if (c->running) continue;
-        if (c->index - g->base + 1 > g->top) g->top = c->index - g->base + 1;
         if (c->fail_status) {
             coll_hand_failed(g, c, c->fail_status);
         } else if (c->deferred) {
             coll_run(g, c);
         }
     }
-    if (g->top) engine_submitted(g->engine, g->top);
 }
 
 void gather_settled(gather *g, const job_verdict *v)

@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,17 @@ typedef struct {
     ringd_client *c[HOSTS];
     char why[HOSTS][256];
 } late;
+
+/* team_connect() names the local rank in the environment, which threads
+ * share: one connection at a time. */
+static int connect_as(const char *socket, int local, ringd_client **c)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    int rc = team_connect(socket, local, 20000, c);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
 
 static uint64_t tag_of(int round, int rank, int call)
 {
@@ -213,7 +225,7 @@ static int start_thread(int idx, void *arg)
         harness_sleep_ms(300);
     }
     ringd_client *c;
-    if (team_connect(H.d[host].socket, local, 20000, &c) < 0) {
+    if (connect_as(H.d[host].socket, local, &c) < 0) {
         snprintf(s->why[rank], sizeof s->why[rank], "connect: %s", ringd_last_error(NULL));
         return -1;
     }
