@@ -75,6 +75,24 @@ static uint64_t top_of(const epochs *e, uint32_t x)
 /* Adds what this host knows to a RESET or FORM going round. */
 static void fold(const epochs *e, frame_epoch *f)
 {
+    /* The lap settles the newest epoch any host on it was ready in. Its
+     * origin may know an older one, or none (it has just started, or it
+     * missed a confirmation): the hosts before this one on the lap were
+     * not ready in this one's, so what they added is of no use to it. */
+    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    if (mine > f->prev_epoch) {
+        f->prev_epoch = mine;
+        f->done = UINT64_MAX;
+        f->top = 0;
+        f->flags &= (uint8_t)~EPOCH_FLAG_DONE_UNKNOWN;
+        if (f->fail_seq != FRAME_NO_SEQ) { /* a collective of the older epoch */
+            f->code = 0;
+            f->fail_seq = FRAME_NO_SEQ;
+            f->fail_class = 0;
+            f->fail_origin = 0;
+            f->reason[0] = '\0';
+        }
+    }
     uint64_t done;
     switch (f->prev_epoch ? epochs_done_of(e, f->prev_epoch, &done) : -1) {
     case 1:

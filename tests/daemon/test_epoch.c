@@ -346,6 +346,34 @@ Test(epoch, a_host_that_restarted_does_not_count_for_an_epoch_before_it)
     }
 }
 
+/* The same, when the restarted host starts the lap: it was never ready, so
+ * the first host on the lap that was settles its epoch (else the others
+ * would start the next epoch at different collectives). */
+Test(epoch, a_lap_started_by_a_host_that_was_never_ready_settles_the_others_last_epoch)
+{
+    for (int n = 2; n <= MAX_HOSTS; n++) {
+        ring_sim r;
+        start_ring(&r, n);
+        uint32_t old = r.h[0].epoch;
+        for (int h = 0; h < n; h++) {
+            epochs_submitted(&r.h[h], 9);
+            epochs_completed(&r.h[h], (uint64_t)(6 + h % 2));
+        }
+        epochs_init(&r.h[n - 1], n, n - 1);
+        epochs_raise(&r.h[n - 1], old);
+        lap(&r, n - 1, EPOCH_FORM);
+        run(&r, 11);
+        assert_all_ready_in_one_epoch(&r);
+        for (int h = 0; h < n; h++) {
+            cr_assert_eq(r.settled[h].prev_epoch, old, "N=%d host %d", n, h);
+            cr_assert_eq(r.settled[h].done, 6, "N=%d host %d: %llu", n, h,
+                         (unsigned long long)r.settled[h].done);
+            cr_assert_eq(r.settled[h].top, 9, "N=%d host %d: top %llu", n, h,
+                         (unsigned long long)r.settled[h].top);
+        }
+    }
+}
+
 Test(epoch, a_host_that_lost_a_rank_keeps_the_ring_waiting_and_says_for_what)
 {
     ring_sim r;
