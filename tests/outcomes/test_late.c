@@ -77,17 +77,32 @@ static uint64_t tag_of(int round, int rank, int call)
     return ((uint64_t)round << 16) | ((uint64_t)rank << 8) | (uint64_t)(call + 1);
 }
 
-static int one_call(late *s, int rank, int call, int64_t *buf)
+/* One allreduce of n elements of rank's blocks tagged tag, recorded in rec
+ * (its first COUNT elements decoded). */
+static void call_into(late_call *rec, ringd_client *c, int64_t *buf, size_t n, int rank,
+                      uint64_t tag)
 {
-    late_call *rec = &s->calls[rank][s->n[rank]++];
-    rec->tag = tag_of(s->round, rank, call);
-    team_fill(buf, COUNT, rank, HOSTS, rec->tag);
-    rec->rc = ringd_allreduce(s->c[rank], buf, COUNT, RINGD_INT64, RINGD_SUM);
+    rec->tag = tag;
+    team_fill(buf, n, rank, HOSTS, tag);
+    rec->rc = ringd_allreduce(c, buf, n, RINGD_INT64, RINGD_SUM);
     if (rec->rc == 0)
         team_decode(buf, COUNT, HOSTS, rec->tags);
     else
-        snprintf(rec->msg, sizeof rec->msg, "%s", ringd_last_error(s->c[rank]));
-    return rec->rc;
+        snprintf(rec->msg, sizeof rec->msg, "%s", ringd_last_error(c));
+}
+
+/* Waits (30 s at most) until *n reaches want. */
+static void wait_count(atomic_int *n, int want)
+{
+    int64_t end = harness_now_ms() + 30000;
+    while (atomic_load(n) < want && harness_now_ms() < end)
+        harness_sleep_ms(5);
+}
+
+static void one_call(late *s, int rank, int call, int64_t *buf)
+{
+    call_into(&s->calls[rank][s->n[rank]++], s->c[rank], buf, COUNT, rank,
+              tag_of(s->round, rank, call));
 }
 
 static int late_thread(int rank, void *arg)
@@ -104,9 +119,7 @@ static int late_thread(int rank, void *arg)
         one_call(s, rank, 0, buf); /* the call ranks 1 and 3 sit out */
         atomic_fetch_add(&s->sat_out_done, 1);
     } else {
-        int64_t end = harness_now_ms() + 30000;
-        while (atomic_load(&s->sat_out_done) < 2 && harness_now_ms() < end)
-            harness_sleep_ms(5);
+        wait_count(&s->sat_out_done, 2);
     }
     /* Ranks 1 and 3 make one more: their first is the call sat out. */
     for (int k = 1; k <= AFTER + rank % 2; k++)
@@ -132,11 +145,13 @@ static void check_pairing(const late *s)
             if (c->rc != 0) continue;
             for (int b = 0; b < HOSTS; b++) {
                 cr_assert_neq(c->tags[b], TEAM_BAD_TAG,
-                              "round %d: rank %d call %" PRIx64 ": block of rank %d is not one call",
+                              "round %d: rank %d call %" PRIx64
+                              ": block of rank %d is not one call",
                               s->round, r, c->tag, b);
                 const late_call *o = find(s, b, c->tags[b]);
-                cr_assert_not_null(o, "round %d: rank %d's result holds call %" PRIx64
-                                      " of rank %d, which it never made",
+                cr_assert_not_null(o,
+                                   "round %d: rank %d's result holds call %" PRIx64
+                                   " of rank %d, which it never made",
                                    s->round, r, c->tags[b], b);
                 cr_assert_eq(o->rc, 0,
                              "round %d: rank %d got OK for a collective with call %" PRIx64
@@ -166,8 +181,7 @@ Test(late, ranks_on_two_hosts_apart_sit_out_a_call_and_fail_it_late_never_pairin
         atomic_store(&s.sat_out_done, 0);
         harness_barrier_init(&s.bar, HOSTS);
         cr_assert_eq(harness_run_threads(&H, HOSTS, late_thread, &s, 120000), 0,
-                     "round %d: %s | %s | %s | %s", round, s.why[0], s.why[1], s.why[2],
-                     s.why[3]);
+                     "round %d: %s | %s | %s | %s", round, s.why[0], s.why[1], s.why[2], s.why[3]);
         harness_barrier_destroy(&s.bar);
         for (int r = 0; r < HOSTS; r++)
             for (int i = 0; i < s.n[r]; i++)
@@ -189,8 +203,8 @@ Test(late, ranks_on_two_hosts_apart_sit_out_a_call_and_fail_it_late_never_pairin
         for (int r = 0; r < HOSTS; r++) {
             cr_assert_eq(s.n[r], AFTER + 1, "round %d: rank %d made %d calls", round, r, s.n[r]);
             for (int i = 1; i < s.n[r]; i++)
-                cr_assert_eq(s.calls[r][i].rc, 0, "round %d: rank %d call %d: %s: %s", round, r,
-                             i, ringd_errname(s.calls[r][i].rc), s.calls[r][i].msg);
+                cr_assert_eq(s.calls[r][i].rc, 0, "round %d: rank %d call %d: %s: %s", round, r, i,
+                             ringd_errname(s.calls[r][i].rc), s.calls[r][i].msg);
         }
     }
     for (int r = 0; r < HOSTS; r++)
@@ -208,10 +222,8 @@ Test(late, ranks_on_two_hosts_apart_sit_out_a_call_and_fail_it_late_never_pairin
  */
 typedef struct {
     atomic_int early_in;
-    int rc[4][2];
-    uint64_t tags[4][2][4];
-    char msg[4][2][TEAM_MSG];
-    char why[4][256];
+    late_call calls[HOSTS][2];
+    char why[HOSTS][256];
 } start;
 
 static int start_thread(int idx, void *arg)
@@ -219,9 +231,7 @@ static int start_thread(int idx, void *arg)
     start *s = arg;
     int host = idx < 2 ? 1 : 0, local = idx % 2, rank = host * 2 + local;
     if (host == 0) { /* the late host: after the early ones have submitted */
-        int64_t end = harness_now_ms() + 30000;
-        while (atomic_load(&s->early_in) < 2 && harness_now_ms() < end)
-            harness_sleep_ms(5);
+        wait_count(&s->early_in, 2);
         harness_sleep_ms(300);
     }
     ringd_client *c;
@@ -230,16 +240,16 @@ static int start_thread(int idx, void *arg)
         return -1;
     }
     int64_t *buf = ringd_alloc(c, 2 * COUNT * sizeof *buf);
+    if (!buf) {
+        snprintf(s->why[rank], sizeof s->why[rank], "ringd_alloc: %s", ringd_last_error(c));
+        ringd_close(c);
+        return -1;
+    }
     for (int k = 0; k < 2; k++) {
         /* Rank 3's first call has another count than everyone's. */
         size_t n = rank == 3 && k == 0 ? 2 * COUNT : COUNT;
-        team_fill(buf, n, rank, 4, tag_of(9, rank, k));
         if (host == 1 && k == 0) atomic_fetch_add(&s->early_in, 1);
-        s->rc[rank][k] = ringd_allreduce(c, buf, n, RINGD_INT64, RINGD_SUM);
-        if (s->rc[rank][k] == 0)
-            team_decode(buf, COUNT, 4, s->tags[rank][k]);
-        else
-            snprintf(s->msg[rank][k], TEAM_MSG, "%s", ringd_last_error(c));
+        call_into(&s->calls[rank][k], c, buf, n, rank, tag_of(9, rank, k));
     }
     ringd_free(c, buf);
     ringd_close(c);
@@ -253,19 +263,20 @@ Test(late, ranks_that_start_late_fail_the_first_call_with_the_others_and_pair_th
     static start s;
     cr_assert_eq(harness_run_threads(&H, 4, start_thread, &s, 60000), 0, "%s | %s | %s | %s",
                  s.why[0], s.why[1], s.why[2], s.why[3]);
-    for (int r = 0; r < 4; r++)
-        fprintf(stderr, "rank %d: %s %s / %s %s\n", r, ringd_errname(s.rc[r][0]), s.msg[r][0],
-                ringd_errname(s.rc[r][1]), s.msg[r][1]);
-    for (int r = 0; r < 4; r++) {
-        cr_assert_eq(s.rc[r][0], RINGD_EMISMATCH, "rank %d's first call: %s: %s", r,
-                     ringd_errname(s.rc[r][0]), s.msg[r][0]);
-        cr_assert_str_eq(s.msg[r][0], s.msg[2][0], "rank %d", r);
-        cr_assert_eq(s.rc[r][1], 0, "rank %d's second call: %s: %s", r,
-                     ringd_errname(s.rc[r][1]), s.msg[r][1]);
-        for (int b = 0; b < 4; b++)
-            cr_assert_eq(s.tags[r][1][b], tag_of(9, b, 1),
+    for (int r = 0; r < HOSTS; r++)
+        fprintf(stderr, "rank %d: %s %s / %s %s\n", r, ringd_errname(s.calls[r][0].rc),
+                s.calls[r][0].msg, ringd_errname(s.calls[r][1].rc), s.calls[r][1].msg);
+    for (int r = 0; r < HOSTS; r++) {
+        const late_call *first = &s.calls[r][0], *second = &s.calls[r][1];
+        cr_assert_eq(first->rc, RINGD_EMISMATCH, "rank %d's first call: %s: %s", r,
+                     ringd_errname(first->rc), first->msg);
+        cr_assert_str_eq(first->msg, s.calls[2][0].msg, "rank %d", r);
+        cr_assert_eq(second->rc, 0, "rank %d's second call: %s: %s", r, ringd_errname(second->rc),
+                     second->msg);
+        for (int b = 0; b < HOSTS; b++)
+            cr_assert_eq(second->tags[b], tag_of(9, b, 1),
                          "rank %d's second call holds call %" PRIx64 " of rank %d", r,
-                         s.tags[r][1][b], b);
+                         second->tags[b], b);
     }
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
@@ -279,9 +290,7 @@ Test(late, ranks_that_start_late_fail_the_first_call_with_the_others_and_pair_th
  */
 typedef struct {
     atomic_int others_done; /* calls the other ranks have their answer to */
-    int rc[HOSTS][3];
-    uint64_t tags[HOSTS][3][HOSTS];
-    char msg[HOSTS][3][TEAM_MSG];
+    late_call calls[HOSTS][3];
     char why[HOSTS][256];
     ringd_client *c[HOSTS];
 } behind;
@@ -295,18 +304,10 @@ static int behind_thread(int rank, void *arg)
                  ringd_last_error(s->c[rank]));
         return -1;
     }
-    if (rank == 0) { /* away until the others have had both answers */
-        int64_t end = harness_now_ms() + 30000;
-        while (atomic_load(&s->others_done) < 2 * (HOSTS - 1) && harness_now_ms() < end)
-            harness_sleep_ms(5);
-    }
+    if (rank == 0) /* away until the others have had both answers */
+        wait_count(&s->others_done, 2 * (HOSTS - 1));
     for (int k = 0; k < 3; k++) {
-        team_fill(buf, COUNT, rank, HOSTS, tag_of(7, rank, k));
-        s->rc[rank][k] = ringd_allreduce(s->c[rank], buf, COUNT, RINGD_INT64, RINGD_SUM);
-        if (s->rc[rank][k] == 0)
-            team_decode(buf, COUNT, HOSTS, s->tags[rank][k]);
-        else
-            snprintf(s->msg[rank][k], TEAM_MSG, "%s", ringd_last_error(s->c[rank]));
+        call_into(&s->calls[rank][k], s->c[rank], buf, COUNT, rank, tag_of(7, rank, k));
         if (rank != 0) atomic_fetch_add(&s->others_done, 1);
     }
     ringd_free(s->c[rank], buf);
@@ -325,22 +326,23 @@ Test(late, a_rank_that_sits_out_two_failed_calls_fails_both_when_it_comes_back)
                  s.why[1]);
     for (int r = 0; r < HOSTS; r++)
         for (int k = 0; k < 3; k++)
-            fprintf(stderr, "rank %d call %d: %s %s\n", r, k, ringd_errname(s.rc[r][k]),
-                    s.msg[r][k]);
+            fprintf(stderr, "rank %d call %d: %s %s\n", r, k, ringd_errname(s.calls[r][k].rc),
+                    s.calls[r][k].msg);
     for (int k = 0; k < 2; k++) {
-        cr_assert_neq(s.rc[1][k], 0, "call %d succeeded without rank 0", k);
+        cr_assert_neq(s.calls[1][k].rc, 0, "call %d succeeded without rank 0", k);
         for (int r = 0; r < HOSTS; r++) {
-            cr_assert_eq(s.rc[r][k], s.rc[1][k], "rank %d call %d: %s", r, k, s.msg[r][k]);
-            cr_assert_str_eq(s.msg[r][k], s.msg[1][k], "rank %d call %d", r, k);
+            cr_assert_eq(s.calls[r][k].rc, s.calls[1][k].rc, "rank %d call %d: %s", r, k,
+                         s.calls[r][k].msg);
+            cr_assert_str_eq(s.calls[r][k].msg, s.calls[1][k].msg, "rank %d call %d", r, k);
         }
     }
     for (int r = 0; r < HOSTS; r++) {
-        cr_assert_eq(s.rc[r][2], 0, "rank %d's third call: %s: %s", r, ringd_errname(s.rc[r][2]),
-                     s.msg[r][2]);
+        cr_assert_eq(s.calls[r][2].rc, 0, "rank %d's third call: %s: %s", r,
+                     ringd_errname(s.calls[r][2].rc), s.calls[r][2].msg);
         for (int b = 0; b < HOSTS; b++)
-            cr_assert_eq(s.tags[r][2][b], tag_of(7, b, 2),
+            cr_assert_eq(s.calls[r][2].tags[b], tag_of(7, b, 2),
                          "rank %d's third call holds call %" PRIx64 " of rank %d", r,
-                         s.tags[r][2][b], b);
+                         s.calls[r][2].tags[b], b);
     }
     for (int r = 0; r < HOSTS; r++)
         ringd_close(s.c[r]);
