@@ -63,7 +63,8 @@ struct key {
 
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
     parse_hosts, parse_address, parse_path, parse_checksum, parse_listen, parse_mode, parse_id,
-    parse_id_list, parse_algorithm, parse_encryption, parse_wire_dtype, parse_congestion;
+    parse_id_list, parse_algorithm, parse_encryption, parse_wire_dtype, parse_congestion,
+    parse_evict_after;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -96,6 +97,8 @@ static const struct key top_keys[] = {
     {"allowed_gids", parse_id_list, false, FIELD(cfg, allowed_gids), 0, 0},
     {"algorithm", parse_algorithm, false, FIELD(cfg, algorithm), 0, 0},
     {"star_root", parse_name, false, FIELD(cfg, star_root), 0, 0},
+    {"min_hosts", parse_count, false, FIELD(cfg, min_hosts), 1, CFG_MAX_HOSTS},
+    {"evict_after", parse_evict_after, false, FIELD(cfg, evict_after_ms), 1 * SEC, 1 * HOUR},
 };
 
 static const struct key host_keys[] = {
@@ -450,6 +453,22 @@ static int parse_duration(ctx *x, void *obj, const struct key *k, yaml_node_t *v
                     describe(x, v));
     }
     store_uint(obj, k, n);
+    return 0;
+}
+
+/* evict_after: a duration, or 0 (off: the ring waits for a host forever). */
+static int parse_evict_after(ctx *x, void *obj, const struct key *k, yaml_node_t *v,
+                             const char *kp)
+{
+    const char *s = scalar(x, v, kp, "a duration (a number with ms, s, m or h), or 0");
+    if (!s) return -1;
+    if (strcmp(s, "0") == 0) {
+        store_uint(obj, k, 0);
+        ((cfg *)obj)->evict_set = true;
+        return 0;
+    }
+    if (parse_duration(x, obj, k, v, kp) < 0) return -1;
+    ((cfg *)obj)->evict_set = true;
     return 0;
 }
 
@@ -909,6 +928,33 @@ static int finish(ctx *x, yaml_node_t **found)
                         describe(x, n));
         }
     }
+    /* A majority: two sides of a split network cannot both have one, so
+     * never two rings run at once. */
+    size_t majority = c->n_hosts / 2 + 1;
+    if (c->min_hosts == 0) {
+        c->min_hosts = (int)majority;
+    } else if ((size_t)c->min_hosts < majority || (size_t)c->min_hosts > c->n_hosts) {
+        yaml_node_t *n = found_node(found, top_keys, N_TOP, "min_hosts");
+        return fail(x, n->start_mark, "min_hosts",
+                    "expected %zu..%zu (a majority of the %zu hosts, so that the two sides of a "
+                    "split network can never both run), got %s",
+                    majority, c->n_hosts, c->n_hosts, describe(x, n));
+    }
+    if (c->evict_after_ms && (c->algorithm != CFG_ALG_RING || c->n_hosts > CFG_MAX_ELASTIC)) {
+        yaml_node_t *n = found_node(found, top_keys, N_TOP, "evict_after");
+        if (!c->evict_set) {
+            c->evict_after_ms = 0; /* the default: only where it applies */
+        } else if (c->algorithm != CFG_ALG_RING) {
+            return fail(x, n->start_mark, "evict_after",
+                        "only the ring closes over a missing host: set evict_after: 0 with "
+                        "algorithm: star");
+        } else {
+            return fail(x, n->start_mark, "evict_after",
+                        "a ring closes over missing hosts only up to %d hosts, this one has %zu: "
+                        "set evict_after: 0",
+                        CFG_MAX_ELASTIC, c->n_hosts);
+        }
+    }
     if (!c->socket && !(c->socket = strdup(DEFAULT_SOCKET)))
         return fail_oom(x);
     for (size_t i = 0; i < c->n_hosts; i++) {
@@ -936,6 +982,7 @@ static void set_defaults(cfg *c)
     c->log_level = CFG_LOG_INFO;
     c->heartbeat_interval_ms = 1 * SEC;
     c->heartbeat_timeout_ms = 5 * SEC;
+    c->evict_after_ms = 10 * SEC;
     c->checksum = true;
     c->socket_mode = 0660;
     /* BBR, the default of some kernels, drains its window for 200 ms every

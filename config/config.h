@@ -17,6 +17,7 @@
 #define CFG_MAX_HOSTS 1024
 #define CFG_MAX_IDS 64  /* entries of allowed_uids, allowed_gids */
 #define CFG_MAX_NAME 64 /* cluster and host names: [A-Za-z0-9._-], 1..64 chars */
+#define CFG_MAX_ELASTIC 64 /* hosts of a ring that closes over missing ones (evict_after) */
 
 typedef enum { CFG_LOG_DEBUG = 0, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR } cfg_log_level;
 
@@ -108,6 +109,13 @@ typedef struct {
     cfg_algorithm algorithm;  /* algorithm: ring or star; default ring */
     char *star_root;          /* star_root: a host name; default the first host */
     int star_root_index;      /* its index in hosts */
+
+    /* The elastic ring. */
+    int min_hosts;           /* min_hosts: hosts the ring needs to run; default and least a
+                                majority, n_hosts / 2 + 1 */
+    uint32_t evict_after_ms; /* evict_after: a host unreachable this long is closed over;
+                                default 10 s; 0 = never (the ring waits for it) */
+    bool evict_set;          /* evict_after was in the file */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line

@@ -817,6 +817,56 @@ Test(config, rejects_a_heartbeat_timeout_under_twice_the_interval) {
                     "(2500ms), got \"3s\"");
 }
 
+/* ---- The elastic ring -------------------------------------------------- */
+
+#define FIVE_HOSTS                                                                                \
+    "cluster: demo\nhosts:\n"                                                                     \
+    "  - {name: h0, address: 127.0.0.1:7000}\n  - {name: h1, address: 127.0.0.1:7001}\n"          \
+    "  - {name: h2, address: 127.0.0.1:7002}\n  - {name: h3, address: 127.0.0.1:7003}\n"          \
+    "  - {name: h4, address: 127.0.0.1:7004}\n"
+
+Test(config, a_ring_closes_over_a_host_after_10s_and_needs_a_majority) {
+    cfg c = parse_ok(FIVE_HOSTS);
+    cr_assert_eq(c.evict_after_ms, 10000);
+    cr_assert_eq(c.min_hosts, 3, "5 hosts: a majority is 3");
+    cfg_free(&c);
+    c = parse_ok(MINIMAL);
+    cr_assert_eq(c.min_hosts, 1);
+    cfg_free(&c);
+}
+
+Test(config, takes_evict_after_zero_as_never_and_a_larger_min_hosts) {
+    cfg c = parse_ok(FIVE_HOSTS "evict_after: 0\nmin_hosts: 5\n");
+    cr_assert_eq(c.evict_after_ms, 0);
+    cr_assert_eq(c.min_hosts, 5);
+    cfg_free(&c);
+    c = parse_ok(FIVE_HOSTS "evict_after: 2500ms\n");
+    cr_assert_eq(c.evict_after_ms, 2500);
+    cfg_free(&c);
+}
+
+Test(config, refuses_a_min_hosts_that_two_sides_of_a_split_could_both_reach) {
+    expect_rejected(FIVE_HOSTS "min_hosts: 2\n",
+                    "8:12: min_hosts: expected 3..5 (a majority of the 5 hosts, so that the two "
+                    "sides of a split network can never both run), got \"2\"");
+    expect_rejected(FIVE_HOSTS "min_hosts: 6\n",
+                    "8:12: min_hosts: expected 3..5 (a majority of the 5 hosts, so that the two "
+                    "sides of a split network can never both run), got \"6\"");
+}
+
+Test(config, refuses_an_evict_after_without_a_unit_or_for_the_star) {
+    expect_rejected(FIVE_HOSTS "evict_after: 10\n",
+                    "8:14: evict_after: \"10\" has no unit: add a unit, e.g. 10s (or ms, m, h)");
+    expect_rejected(FIVE_HOSTS "evict_after: 100ms\n",
+                    "8:14: evict_after: expected a duration from 1s to 1h, got \"100ms\"");
+    expect_rejected(FIVE_HOSTS "algorithm: star\nevict_after: 5s\n",
+                    "9:14: evict_after: only the ring closes over a missing host: set "
+                    "evict_after: 0 with algorithm: star");
+    cfg c = parse_ok(FIVE_HOSTS "algorithm: star\n");
+    cr_assert_eq(c.evict_after_ms, 0, "the star's default: it does not close over hosts");
+    cfg_free(&c);
+}
+
 Test(config, rejects_a_relative_key_file_and_an_unknown_checksum) {
     expect_rejected(MINIMAL "secret_file: cluster.key\n",
                     "5:14: secret_file: expected an absolute path, got \"cluster.key\"");
