@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "config/config.h"
 #include "jobs.h"
+#include "links.h"
 #include "net.h"
 #include "peer.h"
 
@@ -39,6 +40,15 @@ typedef struct {
 } engine_stats;
 
 typedef struct engine engine;
+
+/* The hosts collectives run on now, for numbering ranks: the configured
+ * ones, or in an elastic ring those of its current membership. */
+typedef struct {
+    const cfg *hosts;       /* hosts and n_hosts in ring order; read nothing else of it */
+    int me;                 /* this host in it */
+    uint32_t members_epoch; /* changes with every resize; 0: never resized */
+    links_membership m;     /* the membership as the links know it (m.elastic 0: none) */
+} engine_view;
 
 /* What an engine tells its owner (the local sessions) besides each job's
  * outcome. */
@@ -84,6 +94,10 @@ typedef struct {
     void (*submitted)(engine *e, uint64_t top);
     /* Why collectives cannot start now, for messages ("" if they can). */
     void (*why_waiting)(const engine *e, char *out, size_t len);
+    void (*view)(const engine *e, engine_view *out);
+    /* This host leaves the ring (leave 1: ringctl leave, the daemon stops)
+     * or joins it again (0). 0, or RINGD_EINVAL: the ring is not elastic. */
+    int (*leave)(engine *e, int leave, const char *why);
 } engine_ops;
 
 struct engine {
@@ -151,6 +165,16 @@ static inline void engine_submitted(engine *e, uint64_t top)
 static inline void engine_why_waiting(const engine *e, char *out, size_t len)
 {
     e->ops->why_waiting(e, out, len);
+}
+
+static inline void engine_get_view(const engine *e, engine_view *out)
+{
+    e->ops->view(e, out);
+}
+
+static inline int engine_leave(engine *e, int leave, const char *why)
+{
+    return e->ops->leave(e, leave, why);
 }
 
 /* How messages name a collective: "allreduce", "?" for an unknown kind;

@@ -16,6 +16,31 @@ void epochs_init(epochs *e, int n, int me)
     e->failure.seq = FRAME_NO_SEQ;
 }
 
+/* Appends "; " and src to the string dst of cap bytes, cut to fit. */
+static void append_note(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(dst);
+    if (n && n + 2 < cap) {
+        memcpy(dst + n, "; ", 2);
+        n += 2;
+    }
+    size_t k = strlen(src);
+    if (k > cap - 1 - n) k = cap - 1 - n;
+    memcpy(dst + n, src, k);
+    dst[n + k] = '\0';
+}
+
+void epochs_set_elastic(epochs *e)
+{
+    e->elastic = 1;
+    e->members = e->n >= 64 ? UINT64_MAX : (UINT64_C(1) << e->n) - 1;
+}
+
+void epochs_note(epochs *e, const char *why)
+{
+    append_note(e->note, sizeof e->note, why);
+}
+
 uint32_t epochs_next(const epochs *e)
 {
     uint32_t n = (uint32_t)e->n, x = e->epoch - e->epoch % n + (uint32_t)e->me;
@@ -114,6 +139,13 @@ static void fold(const epochs *e, frame_epoch *f)
         f->fail_origin = e->failure.origin;
         memcpy(f->reason, e->failure.reason, sizeof f->reason);
     }
+    if (e->elastic) {
+        f->members |= UINT64_C(1) << e->me;
+        /* A host of another membership (one that was closed over, or that
+         * missed a resize): the ring that forms is a new one. */
+        if (e->members_epoch != f->members_epoch) f->flags |= EPOCH_FLAG_RESIZED;
+        if (e->note[0]) append_note(f->members_why, sizeof f->members_why, e->note);
+    }
     if (e->incomplete) {
         size_t n = strlen(f->waiting);
         f->flags |= EPOCH_FLAG_INCOMPLETE;
@@ -144,6 +176,7 @@ uint32_t epochs_start(epochs *e, epoch_phase phase, frame_epoch *lap)
     lap->fail_seq = FRAME_NO_SEQ;
     lap->prev_epoch = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
     lap->done = UINT64_MAX;
+    lap->members_epoch = e->members_epoch;
     fold(e, lap);
     return x;
 }
@@ -180,13 +213,22 @@ epoch_action epochs_receive(epochs *e, frame_epoch *f)
 frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f)
 {
     frame_epoch c = *f;
-    (void)e;
     c.phase = EPOCH_CONFIRM;
+    c.flags &= (uint8_t)~EPOCH_FLAG_RESIZED;
+    if (e->elastic && ((f->flags & EPOCH_FLAG_RESIZED) || f->members != e->members)) {
+        c.flags |= EPOCH_FLAG_RESIZED;
+        c.members_epoch = f->epoch;
+    }
     return c;
 }
 
 void epochs_settle(epochs *e, const frame_epoch *c)
 {
+    if (e->elastic && c->members) {
+        e->members = c->members;
+        e->members_epoch = c->members_epoch;
+        if (c->flags & EPOCH_FLAG_RESIZED) e->note[0] = '\0';
+    }
     if (c->flags & EPOCH_FLAG_INCOMPLETE) {
         e->phase = RING_WAITING;
         snprintf(e->waiting, sizeof e->waiting, "%s", c->waiting);

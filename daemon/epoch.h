@@ -77,6 +77,12 @@ typedef struct {
     int incomplete;                      /* a rank of this host left and none has come back */
     char missing[FRAME_MAX_WAITING + 1]; /* then: which */
     char waiting[FRAME_MAX_WAITING + 1]; /* RING_WAITING: what the ring waits for */
+    /* Membership, in an elastic ring (epochs_set_elastic()): laps collect
+     * the hosts they pass, and the confirmation is the ring. */
+    int elastic;
+    uint64_t members;                 /* the ring's hosts, as last confirmed (at first: all) */
+    uint32_t members_epoch;           /* the epoch they were agreed in; 0: the configured ring */
+    char note[FRAME_MAX_WAITING + 1]; /* why this host closed over a host, for the next lap */
 } epochs;
 
 /* What to do with an EPOCH frame that arrived from the left. */
@@ -91,6 +97,13 @@ typedef enum {
 
 /* Epoch 1, broken: a host starts with no links. */
 void epochs_init(epochs *e, int n, int me);
+
+/* Makes the ring elastic (n <= 64): its laps carry the membership. */
+void epochs_set_elastic(epochs *e);
+
+/* Why this host closes over another ("h4 unreachable for 10 s"): the next
+ * lap carries it, so that the resize names it. */
+void epochs_note(epochs *e, const char *why);
 
 /* The epoch this host would start now: the smallest larger than any seen
  * with epoch % n == me. */

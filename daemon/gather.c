@@ -62,7 +62,7 @@ typedef struct {
 struct gather {
     uv_loop_t *loop;
     const cfg *cfg;
-    int me, ranks, local_size;
+    int me, local_size;
     engine *engine;
     gather_reply_cb reply;
     uv_timer_t tick; /* local deadlines */
@@ -76,6 +76,7 @@ struct gather {
      * aside, answered by the verdict. */
     uint32_t epoch; /* the ready epoch base counts in, 0 before the first */
     uint64_t base, top;
+    uint64_t high; /* above every index a rank has had */
     int limbo;
     coll *aside;
     gather_pos *joiners[MAX_JOINERS]; /* newcomers in limbo, at JOIN_BASE + k */
@@ -91,6 +92,22 @@ struct gather {
 };
 
 static void on_tick(uv_timer_t *t);
+
+/* Ranks are numbered over the hosts of the ring as it is now (an elastic
+ * ring renumbers them when it resizes). */
+static int first_rank(const gather *g)
+{
+    engine_view v;
+    engine_get_view(g->engine, &v);
+    return cfg_first_rank(v.hosts, (size_t)v.me);
+}
+
+static int total_ranks(const gather *g)
+{
+    engine_view v;
+    engine_get_view(g->engine, &v);
+    return cfg_total_ranks(v.hosts);
+}
 
 /* Finds the verdict that settled index, or NULL if it is older than any
  * kept. Indices below base were all settled by some verdict. */
@@ -180,7 +197,7 @@ static void coll_finish(gather *g, coll *c, int status, const char *message)
 static uint64_t buffer_elems(const gather *g, const msg_collective *m)
 {
     int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
-    return per_rank ? m->count * (uint64_t)g->ranks : m->count;
+    return per_rank ? m->count * (uint64_t)total_ranks(g) : m->count;
 }
 
 static void on_job_done(job *j, int status, const char *message)
@@ -193,7 +210,7 @@ static void on_job_done(job *j, int status, const char *message)
          * reduce-scatter each rank's own block. */
         size_t esize = ringd_dtype_size(m->dtype);
         size_t bytes = buffer_elems(g, m) * esize;
-        int first = cfg_first_rank(g->cfg, (size_t)g->me);
+        int first = first_rank(g);
         for (int i = 0; i < g->local_size; i++) {
             if (i == c->work || !c->subs[i].buf) continue;
             if (j->kind == RINGD_COLL_REDUCE_SCATTER) {
@@ -269,7 +286,7 @@ static double combine(gather *g, coll *c)
     const msg_collective *m0 = &c->subs[0].m;
     size_t esize = ringd_dtype_size(m0->dtype);
     uint64_t elems = buffer_elems(g, m0);
-    int first = cfg_first_rank(g->cfg, (size_t)g->me);
+    int first = first_rank(g);
     double weight = 0;
     switch (m0->kind) {
     case MSG_COLL_ALLREDUCE:
@@ -306,7 +323,7 @@ static void coll_run(gather *g, coll *c)
     }
     c->deferred = 0;
     const msg_collective *m0 = &c->subs[0].m;
-    int first = cfg_first_rank(g->cfg, (size_t)g->me);
+    int first = first_rank(g);
     for (int i = 1; i < g->local_size; i++) {
         const msg_collective *mi = &c->subs[i].m;
         if (!same_collective(m0, mi)) {
@@ -329,7 +346,7 @@ static void coll_run(gather *g, coll *c)
                    .dtype = barrier ? RINGD_UINT8 : m0->dtype,
                    .op = barrier ? RINGD_MAX : m0->op,
                    .root = m0->root,
-                   .ranks = g->ranks,
+                   .ranks = total_ranks(g),
                    .weight = weight,
                    .deadline = c->deadline + RING_GRACE_MS,
                    .label = c->label,
@@ -375,6 +392,7 @@ void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, r
 {
     uint64_t *next = &pos->next;
     uint64_t index = *next;
+    if (index < JOIN_BASE && index >= g->high) g->high = index + 1;
     if (gather_settled_before(g, pos)) {
         /* Of an epoch a verdict settled (the last, or one before it: this
          * rank sat out collectives since): it failed everywhere with it,
@@ -445,7 +463,7 @@ static void on_tick(uv_timer_t *t)
 {
     gather *g = t->data;
     uint64_t now = uv_now(g->loop);
-    int first = cfg_first_rank(g->cfg, (size_t)g->me);
+    int first = first_rank(g);
     /* Handing a collective to the engine may finish others and free them,
      * so look again from the start each time. */
     for (;;) {
@@ -634,8 +652,48 @@ static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
     }
 }
 
+/* The ring is ready with a new membership: what waits here was numbered
+ * for the old one (ranks, sizes, roots), so it all fails with the resize,
+ * and every rank's next collective is the new epoch's first, at high. */
+static void resize(gather *g, const job_verdict *v)
+{
+    while (g->aside) {
+        coll *c = g->aside;
+        g->aside = c->next;
+        answer_by(g, c, v, 0, 0);
+    }
+    for (coll **p = &g->colls; *p;) {
+        coll *c = *p;
+        if (c->running) { /* the engine ends it as the verdict says */
+            p = &c->next;
+            continue;
+        }
+        *p = c->next;
+        g->n_colls--;
+        answer_by(g, c, v, 0, 0);
+    }
+    uint64_t start = g->high;
+    if (g->next_index > start) start = g->next_index;
+    if (g->base + g->top > start) start = g->base + g->top;
+    g->high = g->base = g->next_index = start;
+    g->top = 0;
+    g->epoch = v->next_epoch;
+    g->limbo = 0;
+    g->n_joiners = 0;
+    g->n_past = 0; /* every rank starts at base: none is behind */
+}
+
+uint64_t gather_resized(gather *g)
+{
+    return g->base;
+}
+
 void gather_settled(gather *g, const job_verdict *v)
 {
+    if (v->resized) {
+        resize(g, v);
+        return;
+    }
     /* The numbers from base are of g->epoch: only a verdict of it says
      * where they end (one of another epoch, or none, cuts at base). */
     uint64_t cut = g->base + (v->epoch && v->epoch == g->epoch ? v->top : 0);
@@ -703,7 +761,6 @@ gather *gather_new(uv_loop_t *loop, const cfg *c, int me, engine *e, gather_repl
     g->me = me;
     g->engine = e;
     g->reply = reply;
-    g->ranks = cfg_total_ranks(c);
     g->local_size = c->hosts[me].local_clients;
     /* Nothing runs until the engine says where the first epoch starts. */
     g->limbo = 1;

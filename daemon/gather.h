@@ -69,6 +69,12 @@ void gather_reset(gather *g);
  * starts at the cut. */
 void gather_settled(gather *g, const job_verdict *v);
 
+/* After a verdict that resized the ring (v->resized): every waiting
+ * collective failed with it, and each rank's next collective is the new
+ * epoch's first, at the index returned: the owner moves every session's
+ * gather_pos there. */
+uint64_t gather_resized(gather *g);
+
 /* Session s (local rank rank, at pos) is gone: its submissions that wait
  * are withdrawn; those running lose their answer (the engine fails them
  * when it hears the rank left). */

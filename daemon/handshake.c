@@ -58,8 +58,9 @@ int hs_hello(const hs_ctx *x, int to, uint32_t epoch, int stream, uint64_t sessi
     return 0;
 }
 
-/* Who may connect to this host: its left neighbour on the ring, any other
- * host on the star's root. */
+/* Who may connect to this host: its left neighbour on the ring (in an
+ * elastic ring any other host, which may be its left neighbour now), any
+ * other host on the star's root. */
 static int check_sender(const hs_ctx *x, const frame_hello *h, char *why, size_t len)
 {
     const cfg *c = x->cfg;
@@ -94,6 +95,10 @@ static int check_sender(const hs_ctx *x, const frame_hello *h, char *why, size_t
     }
     int left = (me + n - 1) % n;
     const char *left_name = c->hosts[left].name;
+    if (x->elastic && h->n_hosts == (uint32_t)n && h->from_pos < (uint32_t)n &&
+        h->from_pos != (uint32_t)me && h->to_pos == (uint32_t)me &&
+        strcmp(h->from_name, c->hosts[h->from_pos].name) == 0)
+        return 0;
     if (h->n_hosts != (uint32_t)n || h->from_pos != (uint32_t)left || h->to_pos != (uint32_t)me ||
         strcmp(h->from_name, left_name) != 0) {
         snprintf(why, len,

@@ -39,6 +39,8 @@ typedef struct {
     const auth_key *key;
     int streams; /* TCP streams per link */
     hs_mode mode;
+    int elastic; /* a ring that closes over missing hosts: any host may connect (the
+                    links decide whether it is the left neighbour now) */
 } hs_ctx;
 
 /* One connection's handshake, from either end. */

@@ -204,6 +204,10 @@ typedef struct {
     uint64_t top;
     int ready;
     uint32_t next_epoch;
+    /* The ring is ready with a new membership (an elastic ring): what did
+     * not succeed failed with RINGD_ERESIZED, and every rank's numbering
+     * starts afresh with the next epoch (gather.h). */
+    int resized;
 } job_verdict;
 
 /* What verdict v says of the collective labelled label, number seq of epoch

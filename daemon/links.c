@@ -21,6 +21,8 @@
 #include "ringd.h"
 
 #define CONTROL_CAP (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
+#define ELASTIC_TICK_MS 200
+#define LINKS_LEAVE_MS 200 /* for a LEAVE to go out before the links close */
 
 struct links {
     uv_loop_t *loop;
@@ -43,7 +45,26 @@ struct links {
     epochs ep;
     char left_error[640]; /* why the left link is not up, as far as we know */
     int left_refused;     /* ... and it is that this host refused the last attempt */
+
+    /* The elastic ring: the right link goes to the next host not closed
+     * over, and the left link comes from the nearest that connects. */
+    int elastic;
+    uv_timer_t elastic_timer;
+    int target;             /* the host the right link goes to, or tries */
+    uint64_t target_since;  /* uv_now() when it became the target */
+    uint64_t failing_since; /* the right link has not been up since; 0 while it is */
+    uint64_t skipped;       /* hosts between this one and target: closed over */
+    uint64_t gone;          /* hosts that said they leave (LEAVE): closed over at once */
+    uint64_t out_since[CFG_MAX_ELASTIC]; /* uv_now() a host went out of the ring; 0: in */
+    uint64_t resizes;
+    char resize_why[FRAME_MAX_WAITING + 64];
+    int below_min;        /* the last confirmation had fewer than min_hosts */
+    uint64_t below_since; /* ... since then, or the last search for the hosts closed over */
+    int left_ring;        /* ringctl leave: no links until ringctl join */
+    uv_timer_t leave_timer; /* drops the links once the LEAVE is out */
 };
+
+#define BIT(h) (UINT64_C(1) << (h))
 
 static const char *host_name(const links *l, int h)
 {
@@ -121,9 +142,12 @@ static void start_lap(links *l, epoch_phase phase, int gone, const char *cause)
 
 /* A lap came round: the last ready epoch is settled, and the ring is
  * ready, or waits for the ranks the confirmation names. */
+static void note_members(links *l, const frame_epoch *c);
+
 static void settle(links *l, const frame_epoch *c, int sent)
 {
     epochs_settle(&l->ep, c);
+    if (l->elastic && c->members) note_members(l, c);
     int ready = epochs_ready(&l->ep);
     if (ready && !sent) l->ep.phase = RING_FORMING; /* not passed on: not ready */
     if (ready && sent)
@@ -134,11 +158,190 @@ static void settle(links *l, const frame_epoch *c, int sent)
     l->cb.on_settle(l->data, c, ready && sent);
 }
 
+/* ---- the elastic ring ---- */
+
+static int popcount64(uint64_t x)
+{
+    int n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+}
+
+/* Steps from host a forward to host b. */
+static int dist(const links *l, int a, int b)
+{
+    return (b - a + l->n) % l->n;
+}
+
+static int ranks_of(const links *l, uint64_t members)
+{
+    int r = 0;
+    for (int h = 0; h < l->n; h++)
+        if (members & BIT(h)) r += l->cfg->hosts[h].local_clients;
+    return r;
+}
+
+/* Appends the names of the hosts in mask to out: "h3, h4". */
+static void append_names(const links *l, uint64_t mask, char *out, size_t len)
+{
+    for (int h = 0; h < l->n; h++) {
+        size_t n = strlen(out);
+        if (!(mask & BIT(h)) || n + 2 >= len) continue;
+        snprintf(out + n, len - n, "%s%s", n && out[n - 1] != ' ' ? ", " : "", host_name(l, h));
+    }
+}
+
+/* The origin of a lap that came round: a ring smaller than min_hosts does
+ * not run; a new membership says what changed. */
+static void judge_members(links *l, frame_epoch *c)
+{
+    int live = popcount64(c->members), ranks = ranks_of(l, c->members);
+    uint64_t all = l->n >= 64 ? UINT64_MAX : BIT(l->n) - 1;
+    if (live < l->cfg->min_hosts) {
+        size_t n = strlen(c->waiting);
+        char out[FRAME_MAX_WAITING] = "";
+        append_names(l, all & ~c->members, out, sizeof out);
+        snprintf(c->waiting + n, sizeof c->waiting - n,
+                 "%sonly %d of %d hosts reachable (min_hosts %d); not in the ring: %s",
+                 n ? "; " : "", live, l->n, l->cfg->min_hosts, out);
+        c->flags |= EPOCH_FLAG_INCOMPLETE;
+    }
+    if (!(c->flags & EPOCH_FLAG_RESIZED)) return;
+    char what[FRAME_MAX_WAITING + 1] = "";
+    uint64_t left = l->ep.members & ~c->members, back = c->members & ~l->ep.members;
+    if (c->members_why[0]) {
+        snprintf(what, sizeof what, "%s", c->members_why);
+    } else if (left) {
+        append_names(l, left, what, sizeof what);
+        snprintf(what + strlen(what), sizeof what - strlen(what), " left");
+    }
+    if (back) {
+        size_t n = strlen(what);
+        snprintf(what + n, sizeof what - n, "%s", n ? "; back: " : "back: ");
+        append_names(l, back, what, sizeof what);
+    }
+    if (!what[0]) snprintf(what, sizeof what, "a host restarted");
+    snprintf(c->members_why, sizeof c->members_why, "ring resized to %d host%s (%d rank%s): %s",
+             live, live == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", what);
+}
+
+/* A confirmation reached this host: who is in the ring, since when. */
+static void note_members(links *l, const frame_epoch *c)
+{
+    uint64_t now = uv_now(l->loop);
+    for (int h = 0; h < l->n; h++) {
+        if (c->members & BIT(h))
+            l->out_since[h] = 0;
+        else if (!l->out_since[h])
+            l->out_since[h] = now;
+    }
+    int below = popcount64(c->members) < l->cfg->min_hosts;
+    if (below && !l->below_min) l->below_since = now;
+    l->below_min = below;
+    if (c->flags & EPOCH_FLAG_RESIZED) {
+        l->resizes++;
+        snprintf(l->resize_why, sizeof l->resize_why, "%s", c->members_why);
+        log_warn("%s (epoch %u)", c->members_why, c->epoch);
+    }
+}
+
+/* The right link goes to host h from now on. */
+static void retarget(links *l, int h, const char *why)
+{
+    if (h == l->target) return;
+    log_info("right link: %s; connecting to %s (%s)", why, host_name(l, h),
+             l->cfg->hosts[h].address);
+    l->target = h;
+    l->target_since = l->failing_since = uv_now(l->loop);
+    peer_set_host(l->right, h, why);
+}
+
+/* Closes over the right link's host: the next one is tried. */
+static void close_over(links *l, const char *why)
+{
+    int t = l->target, next = (t + 1) % l->n;
+    l->skipped |= BIT(t);
+    if (next == l->me) {
+        /* Everyone else is out of reach: start again from the nearest. */
+        next = (l->me + 1) % l->n;
+        l->skipped = 0;
+        if (next == t) return;
+    }
+    char text[FRAME_MAX_WAITING];
+    snprintf(text, sizeof text, "closing over %s: %s", host_name(l, t), why);
+    retarget(l, next, text);
+}
+
+/* Every few hundred milliseconds: whether the right link's host has been
+ * out of reach for evict_after, and whether a ring below min_hosts should
+ * look for the hosts it closed over again (a split network heals). */
+static void on_elastic(uv_timer_t *timer)
+{
+    links *l = timer->data;
+    if (l->left_ring) return;
+    uint64_t now = uv_now(l->loop), evict = l->cfg->evict_after_ms;
+    int nearest = (l->me + 1) % l->n, t = l->target;
+    if (peer_state(l->right) == LINK_UP) {
+        l->failing_since = 0;
+        if (evict && l->below_min && t != nearest && now - l->below_since >= evict) {
+            l->below_since = now;
+            retarget(l, nearest, "the ring has fewer than min_hosts: trying the hosts closed over");
+        }
+        return;
+    }
+    if (!l->failing_since) l->failing_since = now;
+    char why[FRAME_MAX_WAITING];
+    if (l->gone & BIT(t)) {
+        snprintf(why, sizeof why, "%s left", host_name(l, t));
+        epochs_note(&l->ep, why);
+        close_over(l, why);
+        return;
+    }
+    if (!evict) return;
+    /* A host closed over before gets one attempt, not evict_after again. */
+    int tried = peer_state(l->right) == LINK_DOWN && peer_since(l->right) > l->target_since;
+    if ((l->skipped & BIT(t)) && tried) {
+        close_over(l, "still out of reach");
+        return;
+    }
+    /* A farther host that refuses has a nearer left neighbour: search again. */
+    if (t != nearest && tried && peer_refused(l->right)) {
+        retarget(l, nearest, "refused by a farther host: looking for the nearest again");
+        return;
+    }
+    if (now - l->failing_since < evict) return;
+    snprintf(why, sizeof why, "%s unreachable for %.0f s (%s)", host_name(l, t),
+             (double)(now - l->failing_since) / 1000, peer_error(l->right));
+    epochs_note(&l->ep, why);
+    close_over(l, why);
+}
+
+/* A host leaves for good: the hosts up to its left neighbour pass it on,
+ * and that neighbour closes over it at once. */
+static void handle_leave(links *l, const frame_epoch *e)
+{
+    int who = (int)e->origin;
+    if (!l->elastic || who == l->me) return;
+    if (!(l->gone & BIT(who))) log_info("%s leaves the ring: %s", host_name(l, who), e->reason);
+    l->gone |= BIT(who);
+    if (l->target != who) {
+        send_epoch(l, e);
+        return;
+    }
+    if (peer_state(l->right) == LINK_UP) peer_reset(l->right, "the host leaves the ring");
+    on_elastic(&l->elastic_timer);
+}
+
 static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
 {
     frame_epoch e;
     if (frame_decode_epoch(h, body, &e) < 0 || e.origin >= (uint32_t)l->n) {
         peer_reset(l->left, "malformed EPOCH frame");
+        return;
+    }
+    if (e.phase == EPOCH_LEAVE) {
+        handle_leave(l, &e);
         return;
     }
     char why[FRAME_MAX_TEXT + 64];
@@ -159,6 +362,7 @@ static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
         break;
     case EPOCH_CAME_ROUND: {
         frame_epoch c = epochs_confirmation(&l->ep, &e);
+        if (l->elastic) judge_members(l, &c);
         settle(l, &c, send_epoch(l, &c) == 0);
         break;
     }
@@ -181,6 +385,14 @@ static void on_link_up(void *owner, peer *p)
         l->cb.on_up(l->data, LINK_LEFT);
         return;
     }
+    if (l->elastic) {
+        /* The hosts between here and the target stay closed over. */
+        l->skipped = 0;
+        for (int h = (l->me + 1) % l->n; h != l->target; h = (h + 1) % l->n)
+            l->skipped |= BIT(h);
+        l->gone &= ~BIT(l->target);
+        l->failing_since = 0;
+    }
     l->cb.on_up(l->data, LINK_RIGHT);
     start_lap(l, EPOCH_FORM, 0, NULL);
 }
@@ -201,6 +413,12 @@ static void on_link_down(void *owner, peer *p, const char *why)
     }
     log_warn("right link to %s lost: %s", h->name, why);
     l->cb.on_down(l->data, LINK_RIGHT, why);
+    if (l->elastic && !l->left_ring) {
+        l->failing_since = uv_now(l->loop);
+        /* Look for the nearest host again: one closed over may be back. */
+        if (!(l->gone & BIT(l->target)))
+            retarget(l, (l->me + 1) % l->n, "lost the link: trying the nearest host again");
+    }
     /* The break travels from the right neighbour's side; here it only fails
      * what this host has. */
     snprintf(what, sizeof what, "ring broken: host %s lost its link to %s (%s): %s",
@@ -241,7 +459,7 @@ static void on_link_control(void *owner, peer *p, const frame_header *h, const u
         return;
     }
     static frame_commit c; /* 8 KiB: not on the stack */
-    if (frame_decode_commit(h, body, &c) < 0 || c.n != l->n) {
+    if (frame_decode_commit(h, body, &c) < 0 || c.n > l->n) {
         peer_reset(l->left, "malformed COMMIT frame");
         return;
     }
@@ -280,15 +498,57 @@ static uint32_t welcome_epoch(void *owner, const frame_hello *h)
     return l->ep.epoch;
 }
 
+/* Elastic: whether host from may be the left neighbour now: it is the
+ * nearest host that wants to be (closer than the current one), or the
+ * left link is down. 0, or a code with the reason in why. */
+static int may_take_left(links *l, int from, char *why, size_t len)
+{
+    if (l->left_ring) {
+        snprintf(why, len, "host %s has left the ring (ringctl leave; ringctl join takes it back)",
+                 host_name(l, l->me));
+        return RINGD_ESHUTDOWN;
+    }
+    int cur = peer_host(l->left);
+    if (peer_state(l->left) != LINK_UP || from == cur || dist(l, from, l->me) < dist(l, cur, l->me))
+        return 0;
+    snprintf(why, len, "host %s's left neighbour is %s, which is nearer on the ring than %s",
+             host_name(l, l->me), host_name(l, cur), host_name(l, from));
+    return RINGD_EBUSY;
+}
+
+static int admit(void *owner, const frame_hello *h, char *why, size_t len)
+{
+    links *l = owner;
+    return l->elastic ? may_take_left(l, (int)h->from_pos, why, len) : 0;
+}
+
 static void on_accepted(void *owner, conn *c, int from)
 {
     links *l = owner;
-    if (from != l->left_host)
+    char why[256];
+    if (!l->elastic && from != l->left_host) {
         conn_close(c, "not this host's left neighbour");
-    else if (c->hs.stream == 0)
-        peer_accept(l->left, c);
-    else
-        peer_attach(l->left, c);
+        return;
+    }
+    if (c->hs.stream != 0) {
+        if (from == peer_host(l->left))
+            peer_attach(l->left, c);
+        else
+            conn_close(c, "a stream of no link this host has");
+        return;
+    }
+    if (l->elastic && from != peer_host(l->left)) {
+        if (may_take_left(l, from, why, sizeof why) < 0) {
+            conn_close(c, why);
+            return;
+        }
+        /* The ring changes here: the old left link breaks it first. */
+        snprintf(why, sizeof why, "%s, nearer on the ring, connected", host_name(l, from));
+        if (peer_state(l->left) == LINK_UP) peer_reset(l->left, why);
+        peer_set_host(l->left, from, why);
+        l->gone &= ~BIT(from);
+    }
+    peer_accept(l->left, c);
 }
 
 static void on_refused(void *owner, const char *why)
@@ -299,7 +559,7 @@ static void on_refused(void *owner, const char *why)
     l->left_refused = 1;
 }
 
-static const listener_ops listen_ops = {welcome_epoch, on_accepted, on_refused};
+static const listener_ops listen_ops = {welcome_epoch, on_accepted, on_refused, admit};
 
 /* ---- heartbeats ---- */
 
@@ -328,11 +588,22 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     l->cb = *cb;
     l->data = data;
     epochs_init(&l->ep, l->n, me);
-    l->hs =
-        (hs_ctx){.cfg = c, .me = me, .streams = c->streams > 0 ? c->streams : 1, .mode = HS_RING};
+    l->hs = (hs_ctx){.cfg = c,
+                     .me = me,
+                     .streams = c->streams > 0 ? c->streams : 1,
+                     .mode = HS_RING,
+                     .elastic = l->n > 1 && l->n <= CFG_MAX_ELASTIC && c->evict_after_ms > 0};
     l->env = (net_env){.loop = loop, .cfg = c, .hs = &l->hs, .lt = &l->lt, .stats = &l->stats};
     uv_timer_init(loop, &l->heartbeat);
     l->heartbeat.data = l;
+    uv_timer_init(loop, &l->elastic_timer);
+    l->elastic_timer.data = l;
+    uv_timer_init(loop, &l->leave_timer);
+    l->leave_timer.data = l;
+    l->target = l->right_host;
+    l->elastic = l->n > 1 && l->n <= CFG_MAX_ELASTIC && c->algorithm == CFG_ALG_RING &&
+                 c->evict_after_ms > 0;
+    if (l->elastic) epochs_set_elastic(&l->ep);
     if (l->n > 1) {
         unsigned accepts =
             PEER_ACCEPTS(FRAME_DATA) | PEER_ACCEPTS(FRAME_COMMIT) | PEER_ACCEPTS(FRAME_EPOCH);
@@ -367,6 +638,7 @@ int links_start(links *l, char *err, size_t errlen)
                  h->address);
     uv_timer_start(&l->heartbeat, on_heartbeat, l->cfg->heartbeat_interval_ms,
                    l->cfg->heartbeat_interval_ms);
+    if (l->elastic) uv_timer_start(&l->elastic_timer, on_elastic, ELASTIC_TICK_MS, ELASTIC_TICK_MS);
     peer_start(l->right);
     return 0;
 }
@@ -397,6 +669,12 @@ void links_close(links *l, void (*done)(void *data), void *data)
     l->heartbeat.data = &l->lt;
     lifetime_hold(&l->lt);
     uv_close((uv_handle_t *)&l->heartbeat, lifetime_handle_closed);
+    l->elastic_timer.data = &l->lt;
+    lifetime_hold(&l->lt);
+    uv_close((uv_handle_t *)&l->elastic_timer, lifetime_handle_closed);
+    l->leave_timer.data = &l->lt;
+    lifetime_hold(&l->lt);
+    uv_close((uv_handle_t *)&l->leave_timer, lifetime_handle_closed);
     lifetime_end(&l->lt, links_free, l);
 }
 
@@ -413,6 +691,64 @@ int links_send_commit(links *l, const frame_commit *c)
     int n = frame_encode_commit(buf, sizeof buf, &stamped);
     if (n < 0) return RINGD_EINVAL;
     return peer_send_control(l->right, buf, (size_t)n) < 0 ? RINGD_ERING : 0;
+}
+
+static void on_left(uv_timer_t *t)
+{
+    links *l = t->data;
+    if (!l->left_ring) return; /* joined again meanwhile */
+    char why[128];
+    snprintf(why, sizeof why, "host %s left the ring", host_name(l, l->me));
+    peer_hold(l->right, 1, why);
+    peer_reset(l->left, why);
+}
+
+int links_leave(links *l, const char *why)
+{
+    if (!l->elastic) return RINGD_EINVAL;
+    if (l->left_ring) return 0;
+    l->left_ring = 1;
+    log_warn("leaving the ring: %s", why);
+    if (peer_state(l->right) == LINK_UP) {
+        frame_epoch e = {.epoch = l->ep.epoch,
+                         .origin = (uint32_t)l->me,
+                         .phase = EPOCH_LEAVE,
+                         .fail_seq = FRAME_NO_SEQ,
+                         .done = UINT64_MAX};
+        snprintf(e.reason, sizeof e.reason, "%s", why);
+        send_epoch(l, &e);
+    }
+    /* The LEAVE goes out first; the links close behind it. */
+    uv_timer_start(&l->leave_timer, on_left, LINKS_LEAVE_MS, 0);
+    return 0;
+}
+
+int links_join(links *l)
+{
+    if (!l->elastic) return RINGD_EINVAL;
+    if (!l->left_ring) return 0;
+    l->left_ring = 0;
+    uv_timer_stop(&l->leave_timer);
+    log_info("joining the ring again");
+    l->skipped = 0;
+    retarget(l, (l->me + 1) % l->n, "joining the ring again");
+    peer_hold(l->right, 0, NULL);
+    return 0;
+}
+
+void links_get_membership(const links *l, links_membership *out)
+{
+    memset(out, 0, sizeof *out);
+    out->elastic = l->elastic;
+    out->n_hosts = l->n;
+    out->min_hosts = l->cfg->min_hosts;
+    out->members = l->elastic ? l->ep.members : (l->n >= 64 ? UINT64_MAX : BIT(l->n) - 1);
+    out->members_epoch = l->ep.members_epoch;
+    out->resizes = l->resizes;
+    out->resize_why = l->resize_why;
+    out->left_ring = l->left_ring;
+    for (int h = 0; h < l->n && h < CFG_MAX_ELASTIC; h++)
+        out->out_since[h] = l->out_since[h];
 }
 
 void links_fail(links *l, const epoch_failure *f, int gone)
@@ -453,6 +789,7 @@ const char *links_waiting(const links *l)
 {
     /* What the last confirmation said the ring waits for holds until one
      * says it is ready, also while a later lap goes round. */
+    if (l->left_ring) return "this host has left the ring (ringctl leave; ringctl join takes it back)";
     return l->ep.phase == RING_READY ? "" : l->ep.waiting;
 }
 
@@ -465,6 +802,12 @@ link_state links_state(const links *l, link_side side)
 {
     if (l->n == 1) return LINK_SELF;
     return peer_state(side == LINK_LEFT ? l->left : l->right);
+}
+
+int links_host(const links *l, link_side side)
+{
+    if (l->n == 1) return l->me;
+    return peer_host(side == LINK_LEFT ? l->left : l->right);
 }
 
 int links_ready(const links *l)

@@ -121,6 +121,8 @@ const char *links_waiting(const links *l);
 void links_resume(links *l);
 
 link_state links_state(const links *l, link_side side);
+/* The host at the other end of the link on side (elastic: it changes). */
+int links_host(const links *l, link_side side);
 /* Whether collectives may run: the ring is whole under the current epoch. */
 int links_ready(const links *l);
 /* This host's ring epoch: a new one whenever a link breaks or forms; the
@@ -136,5 +138,33 @@ int links_refused(const links *l, link_side side);
 uint64_t links_since(const links *l, link_side side);
 
 void links_get_stats(const links *l, net_stats *out);
+
+/* ---- the elastic ring (evict_after) ----
+ *
+ * The right link goes to the next host not closed over: one unreachable
+ * for evict_after, or that said it leaves, is closed over, and the next
+ * tried. The left link comes from the nearest host that connects: one
+ * nearer than the current left neighbour replaces it (a host back). Laps
+ * collect the hosts they pass, so a confirmation is exactly the ring; one
+ * of fewer than min_hosts does not run (links.c, judge_members()). */
+
+typedef struct {
+    int elastic;
+    int n_hosts, min_hosts;
+    uint64_t members;       /* bit h: host h is in the ring, as last confirmed */
+    uint32_t members_epoch; /* when that membership was agreed; 0: never resized */
+    uint64_t resizes;
+    const char *resize_why; /* the last resize, "" */
+    int left_ring;          /* links_leave() */
+    uint64_t out_since[CFG_MAX_ELASTIC]; /* uv_now() when host h went out; 0: in */
+} links_membership;
+
+void links_get_membership(const links *l, links_membership *out);
+
+/* This host leaves the ring (ringctl leave, or the daemon stops): a LEAVE
+ * tells the others to close over it at once, then the links close and
+ * stay closed until links_join(). RINGD_EINVAL if the ring is not elastic. */
+int links_leave(links *l, const char *why);
+int links_join(links *l);
 
 #endif /* RINGD_LINKS_H */

@@ -121,6 +121,7 @@ static void handle_hello(pending *p, const frame_header *hdr, const uint8_t *bod
         return;
     }
     int rc = hs_check_hello(hs, hdr, &h, why, sizeof why);
+    if (rc == 0 && h.stream == 0 && l->ops->admit) rc = l->ops->admit(l->owner, &h, why, sizeof why);
     if (rc < 0) {
         if (rc == RINGD_EAUTH) l->env.stats->auth_failures++;
         refuse(p, rc, why, l->ops->welcome_epoch(l->owner, NULL));
@@ -271,7 +272,8 @@ static void resolve_allowed(listener *l)
     l->allowed = calloc((size_t)n, sizeof *l->allowed);
     if (!l->allowed) return;
     for (int h = 0; h < n; h++) {
-        if (h == me || (l->env.hs->mode == HS_RING && h != (me + n - 1) % n)) continue;
+        if (h == me || (l->env.hs->mode == HS_RING && !l->env.hs->elastic && h != (me + n - 1) % n))
+            continue;
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
         if (getaddrinfo(c->hosts[h].node, NULL, &hints, &res) != 0) continue;
         for (struct addrinfo *a = res; a && l->n_allowed < n; a = a->ai_next)

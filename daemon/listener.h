@@ -44,6 +44,10 @@ typedef struct {
     /* A connection was refused (why says so): the owner may keep it as the
      * reason why a link is not up. */
     void (*refused)(void *owner, const char *why);
+    /* Whether the owner takes a link from the sender of h, whose HELLO
+     * passed the handshake's checks: 0, or a RINGD_E* code to refuse it
+     * with and the reason in why. NULL: always. */
+    int (*admit)(void *owner, const frame_hello *h, char *why, size_t len);
 } listener_ops;
 
 /* A listener in env (which must outlive it), calling ops with owner. */

@@ -49,10 +49,15 @@ struct session {
     session *next;
 };
 
+/* This host's first rank, and the ranks of the ring, as it is now (an
+ * elastic ring renumbers them when it resizes). */
+int local_first_rank(const local *l);
+int local_total_ranks(const local *l);
+
 struct local {
     uv_loop_t *loop;
     const cfg *cfg;
-    int me, ranks, local_size;
+    int me, local_size; /* this host's place in the configuration */
     engine *engine;
     gather *gather;
     int listen_fd;

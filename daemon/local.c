@@ -82,9 +82,35 @@ void session_queue(session *s, const uint8_t *buf, int n)
     flush_out(s);
 }
 
+int local_first_rank(const local *l)
+{
+    engine_view v;
+    engine_get_view(l->engine, &v);
+    return cfg_first_rank(v.hosts, (size_t)v.me);
+}
+
+int local_total_ranks(const local *l)
+{
+    engine_view v;
+    engine_get_view(l->engine, &v);
+    return cfg_total_ranks(v.hosts);
+}
+
+/* A RESULT of RINGD_ERESIZED tells the client where it is now. */
+static void resize_trailer(const session *s, msg_result *r)
+{
+    if (r->status != RINGD_ERESIZED || s->observer) return;
+    engine_view v;
+    engine_get_view(s->owner->engine, &v);
+    r->members_epoch = v.members_epoch;
+    r->rank = cfg_first_rank(v.hosts, (size_t)v.me) + s->local_rank;
+    r->size = cfg_total_ranks(v.hosts);
+}
+
 void session_reply(session *s, uint64_t id, int status, const char *text)
 {
     msg_result r = {.id = id, .status = status};
+    resize_trailer(s, &r);
     snprintf(r.text, sizeof r.text, "%s", text ? text : "");
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
@@ -143,6 +169,7 @@ void session_answer(session *s, uint64_t id, int status, const char *text)
     while (s->answers && s->answers->ready && !s->closing) {
         a = s->answers;
         msg_result r = {.id = a->id, .status = a->status};
+        resize_trailer(s, &r);
         snprintf(r.text, sizeof r.text, "%s", a->text ? a->text : "");
         uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
         session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
@@ -318,7 +345,7 @@ static void on_session_closed(uv_handle_t *h)
  * left, or that none ever came. */
 static void missing_ranks(const local *l, int first, char *out, size_t len)
 {
-    int base = cfg_first_rank(l->cfg, (size_t)l->me);
+    int base = local_first_rank(l);
     size_t at = 0;
     out[0] = '\0';
     for (int k = -1; k < l->local_size && at < len; k++) {
@@ -361,7 +388,7 @@ void session_close(session *s, const char *why)
         char what[MSG_MAX_TEXT];
         snprintf(l->left[s->local_rank], sizeof l->left[s->local_rank],
                  "rank %d (pid %u) on host %s exited%s",
-                 cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank, s->pid,
+                 local_first_rank(l) + s->local_rank, s->pid,
                  l->cfg->hosts[l->me].name, mid_call ? " during the collective" : "");
         missing_ranks(l, s->local_rank, what, sizeof what);
         engine_members(l->engine, 0, 1, what);
@@ -477,12 +504,18 @@ static void on_engine_settled(void *data, const job_verdict *v)
 {
     local *l = data;
     gather_settled(l->gather, v);
+    if (!v->resized) return;
+    /* Every rank's next collective, once it knows of the resize, is the
+     * new ring's first. */
+    uint64_t start = gather_resized(l->gather);
+    for (session *s = l->sessions; s; s = s->next)
+        s->pos.next = start;
 }
 
 static void on_engine_missing(void *data, char *out, size_t len)
 {
     local *l = data;
-    int first = cfg_first_rank(l->cfg, (size_t)l->me), n = 0, absent = 0;
+    int first = local_first_rank(l), n = 0, absent = 0;
     size_t at = 0;
     out[0] = '\0';
     for (int i = 0; i < l->local_size && at < len; i++) {
@@ -509,7 +542,6 @@ int local_new(local **out, uv_loop_t *loop, const cfg *c, int me, engine *e)
     l->cfg = c;
     l->me = me;
     l->engine = e;
-    l->ranks = cfg_total_ranks(c);
     l->local_size = c->hosts[me].local_clients;
     l->listen_fd = -1;
     l->by_rank = calloc((size_t)l->local_size, sizeof *l->by_rank);

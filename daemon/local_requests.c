@@ -94,9 +94,10 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
     } else {
         m->op = 0;
     }
-    if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= l->ranks)) {
+    int ranks = local_total_ranks(l);
+    if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= ranks)) {
         return refusef(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)", m->root,
-                       l->ranks - 1);
+                       ranks - 1);
     }
     if (m->kind != MSG_COLL_BROADCAST) m->root = 0;
     /* cfg_wire counts from none as ringd_wire does from RINGD_WIRE_NONE. */
@@ -114,13 +115,13 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
     size_t esize = ringd_dtype_size(m->dtype);
     uint64_t limit = l->cfg->max_buffer_bytes / esize;
     int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
-    if (m->count > limit || (per_rank && m->count > limit / (uint64_t)l->ranks)) {
+    if (m->count > limit || (per_rank && m->count > limit / (uint64_t)ranks)) {
         return refusef(s, m->id, RINGD_ETOOBIG,
                        "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn,
                        m->count, ringd_dtype_name(m->dtype), per_rank ? " per rank" : "",
                        l->cfg->max_buffer_bytes);
     }
-    uint64_t bytes = (per_rank ? m->count * (uint64_t)l->ranks : m->count) * esize;
+    uint64_t bytes = (per_rank ? m->count * (uint64_t)ranks : m->count) * esize;
     *reg_out = NULL;
     if (bytes == 0) return 0;
     region *reg = regions_find(&s->regions, m->region);
@@ -145,6 +146,18 @@ static void do_collective(session *s, msg_collective *m)
         return;
     }
     region *reg = NULL;
+    /* Made for another membership (its rank, size and root are of that
+     * one): it fails, as every rank's collectives do until they know of
+     * the resize, and takes no part in the numbering. */
+    engine_view v;
+    engine_get_view(l->engine, &v);
+    if (!s->observer && m->members_epoch != v.members_epoch) {
+        char label[MSG_MAX_NAME + 32], text[MSG_MAX_TEXT + 1];
+        snprintf(text, sizeof text, "%s failed: %s", gather_label(m, label, sizeof label),
+                 v.m.resize_why && v.m.resize_why[0] ? v.m.resize_why : "the ring was resized");
+        session_answer(s, m->id, RINGD_ERESIZED, text);
+        return;
+    }
     if (check_collective(s, m, &reg) < 0) return;
     /* A rank that left fails the collectives of the ranks that knew it,
      * until a process takes its place; a process that has not submitted
@@ -229,9 +242,11 @@ static void do_hello(session *s, const msg_hello *m)
         local_report_members(l);
     }
     s->welcomed = 1;
-    msg_welcome w = {.rank =
-                         s->observer ? -1 : cfg_first_rank(l->cfg, (size_t)l->me) + s->local_rank,
-                     .size = l->ranks,
+    engine_view v;
+    engine_get_view(l->engine, &v);
+    msg_welcome w = {.rank = s->observer ? -1 : cfg_first_rank(v.hosts, (size_t)v.me) + s->local_rank,
+                     .size = cfg_total_ranks(v.hosts),
+                     .members_epoch = v.members_epoch,
                      .local_rank = s->local_rank,
                      .local_size = l->local_size,
                      .host_index = (uint32_t)l->me,

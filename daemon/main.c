@@ -30,6 +30,7 @@
 #include "ringd.h"
 
 #define EXIT_USAGE 2
+#define STOP_LEAVE_MS 300 /* stopping: for the LEAVE to reach the right neighbour */
 
 typedef struct {
     uv_loop_t *loop;
@@ -42,6 +43,7 @@ typedef struct {
     rates rates;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t second; /* rates and systemd STATUS= */
+    uv_timer_t leaving; /* stopping: the ring hears this host leaves, then it closes */
     int stopping, status;
     int level_from_cli;
     uint64_t started_ms; /* of the running engine */
@@ -95,6 +97,7 @@ static void on_local_closed(void *data)
     uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&d->sighup, on_handle_closed);
     uv_close((uv_handle_t *)&d->second, on_handle_closed);
+    uv_close((uv_handle_t *)&d->leaving, on_handle_closed);
     notify_close();
 }
 
@@ -103,6 +106,12 @@ static void on_engine_closed(void *data)
     daemon_state *d = data;
     d->engine = NULL;
     local_close(d->local, RINGD_ESHUTDOWN, "ringd is shutting down", on_local_closed, d);
+}
+
+static void on_left(uv_timer_t *t)
+{
+    daemon_state *d = t->data;
+    engine_close(d->engine, RINGD_ESHUTDOWN, "ringd is shutting down", on_engine_closed, d);
 }
 
 /* The ring goes first: failing its jobs answers their clients while the
@@ -116,8 +125,16 @@ static void stop(daemon_state *d, const char *why)
     if (d->metrics) metrics_close(d->metrics, NULL, NULL);
     d->metrics = NULL;
     /* A re-forming engine is already closing; on_reformed sees stopping. */
-    if (!d->reforming)
-        engine_close(d->engine, RINGD_ESHUTDOWN, "ringd is shutting down", on_engine_closed, d);
+    if (d->reforming) return;
+    /* An elastic ring closes over this host at once, not after evict_after:
+     * the LEAVE goes out before the links close. */
+    char text[128];
+    snprintf(text, sizeof text, "ringd on %s is stopping (%s)", d->config.hosts[d->me].name, why);
+    if (engine_leave(d->engine, 1, text) == 0) {
+        uv_timer_start(&d->leaving, on_left, STOP_LEAVE_MS, 0);
+        return;
+    }
+    engine_close(d->engine, RINGD_ESHUTDOWN, "ringd is shutting down", on_engine_closed, d);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -185,11 +202,21 @@ static void on_second(uv_timer_t *t)
     collect(d, &s);
     rates_add(&d->rates, uv_now(d->loop), s.eng.net.bytes_in, s.eng.net.bytes_out);
     char text[512];
-    if (s.eng.ready)
+    int live = status_live_hosts(&s);
+    if (s.eng.ready && live < s.n_hosts)
+        snprintf(text, sizeof text,
+                 "ring up with %d of %d hosts, epoch %u, %llu collectives done, %llu failed, "
+                 "%d/%d clients",
+                 live, s.n_hosts, (unsigned)s.eng.epoch, (unsigned long long)s.eng.jobs.done,
+                 (unsigned long long)s.eng.jobs.failed, s.clients, s.local_size);
+    else if (s.eng.ready)
         snprintf(text, sizeof text,
                  "ring up, epoch %u, %llu collectives done, %llu failed, %d/%d clients",
                  (unsigned)s.eng.epoch, (unsigned long long)s.eng.jobs.done,
                  (unsigned long long)s.eng.jobs.failed, s.clients, s.local_size);
+    else if (strstr(s.eng.waiting, "min_hosts") || strstr(s.eng.waiting, "ringctl leave"))
+        snprintf(text, sizeof text, "ring not ready (epoch %u): %s", (unsigned)s.eng.epoch,
+                 s.eng.waiting);
     else if (s.left_up && s.right_up && s.eng.waiting[0])
         snprintf(text, sizeof text, "ring up, waiting for ranks (epoch %u): %s",
                  (unsigned)s.eng.epoch, s.eng.waiting);
@@ -251,6 +278,8 @@ static void apply_tuning(daemon_state *d, const cfg *n)
     TUNE(heartbeat_timeout_ms, "heartbeat_timeout (ms)");
     TUNE(checksum, "checksum (1 crc32c, 0 none)");
     TUNE(wire_dtype, "wire_dtype (0 none, 1 bfloat16, 2 float16)");
+    TUNE(evict_after_ms, "evict_after (ms)");
+    TUNE(min_hosts, "min_hosts");
 #undef TUNE
     set_log_level(d, c->log_level);
 }
@@ -482,10 +511,11 @@ int main(int argc, char **argv)
 
     d.loop = uv_default_loop();
     uv_signal_init(d.loop, &d.sigterm);
+    uv_timer_init(d.loop, &d.leaving);
     uv_signal_init(d.loop, &d.sigint);
     uv_signal_init(d.loop, &d.sighup);
     uv_timer_init(d.loop, &d.second);
-    d.sigterm.data = d.sigint.data = d.sighup.data = d.second.data = &d;
+    d.sigterm.data = d.sigint.data = d.sighup.data = d.second.data = d.leaving.data = &d;
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     uv_signal_start(&d.sigint, on_signal, SIGINT);
     uv_signal_start(&d.sighup, on_sighup, SIGHUP);

@@ -118,6 +118,18 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_next_collective", "gauge",
          "The number the next collective gets in this epoch; hosts in step agree.");
     put(&o, "ringd_next_collective %llu\n", (unsigned long long)s->eng.next_seq);
+    head(&o, "ringd_hosts_live", "gauge",
+         "Hosts in the ring: all configured, or an elastic ring's current members.");
+    put(&o, "ringd_hosts_live %d\n", status_live_hosts(s));
+    head(&o, "ringd_hosts_configured", "gauge", "Hosts in the configuration.");
+    put(&o, "ringd_hosts_configured %d\n", s->n_hosts);
+    head(&o, "ringd_host_in_ring", "gauge", "1 if the configured host is in the ring.");
+    for (int h = 0; h < s->n_hosts && h < 64; h++)
+        put(&o, "ringd_host_in_ring{host=\"%s\"} %d\n", s->hosts[h].name,
+            s->view.hosts ? (int)((s->view.m.members >> h) & 1) : 0);
+    head(&o, "ringd_resizes_total", "counter",
+         "Times the ring's membership changed: a host closed over, or taken back.");
+    put(&o, "ringd_resizes_total %llu\n", (unsigned long long)(s->view.hosts ? s->view.m.resizes : 0));
     head(&o, "ringd_clients", "gauge", "Local ranks connected.");
     put(&o, "ringd_clients %d\n", s->clients);
     head(&o, "ringd_clients_configured", "gauge", "local_clients configured for this host.");

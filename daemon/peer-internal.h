@@ -46,6 +46,7 @@ struct peer {
     uint64_t since;
     char error[640];
     int refusing, refused; /* the link closes, or closed, as a refusal (peer_refused()) */
+    int held;              /* peer_hold(): no connection, no retry */
     char address[64];
     conn *c; /* stream 0 of the link, NULL when down */
     int closing;

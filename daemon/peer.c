@@ -56,7 +56,7 @@ static void on_retry(uv_timer_t *t)
 
 static void schedule_retry(peer *p)
 {
-    if (p->closing) return;
+    if (p->closing || p->held) return;
     uint32_t delay = p->backoff_ms;
     /* Up to 25% jitter, so hosts that failed together do not retry in step. */
     delay += (uint32_t)(rand() % (int)(delay / 4 + 1));
@@ -192,7 +192,7 @@ static conn *new_stream(peer *p, int index)
 
 static void start_connect(peer *p)
 {
-    if (p->closing || p->c) return;
+    if (p->closing || p->held || p->c) return;
     if (p->resolving) {
         schedule_retry(p);
         return;
@@ -388,6 +388,33 @@ peer *peer_new(const net_env *env, const peer_ops *ops, void *owner, int host, p
 void peer_start(peer *p)
 {
     if (p->role == PEER_CONNECTOR) start_connect(p);
+}
+
+void peer_set_host(peer *p, int host, const char *why)
+{
+    if (p->host == host) return;
+    if (p->c) conn_close(p->c, why);
+    p->host = host;
+    p->refused = 0;
+    p->error[0] = '\0';
+    p->backoff_ms = p->env.cfg->backoff_initial_ms;
+    log_ratelimit_reset(&p->connect_rl);
+    log_ratelimit_reset(&p->refuse_rl);
+    /* A new host: try it now, not after the old one's backoff. */
+    if (p->role == PEER_CONNECTOR && !p->closing)
+        uv_timer_start(&p->retry, on_retry, 0, 0);
+}
+
+void peer_hold(peer *p, int hold, const char *why)
+{
+    p->held = hold;
+    if (hold) {
+        uv_timer_stop(&p->retry);
+        if (p->c) conn_close(p->c, why);
+    } else if (p->role == PEER_CONNECTOR && !p->closing) {
+        p->backoff_ms = p->env.cfg->backoff_initial_ms;
+        uv_timer_start(&p->retry, on_retry, 0, 0);
+    }
 }
 
 void peer_reset(peer *p, const char *why)

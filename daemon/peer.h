@@ -86,6 +86,15 @@ void peer_attach(peer *p, conn *c);
 /* Closes the link (it re-forms by itself, through the connector). */
 void peer_reset(peer *p, const char *why);
 
+/* The link goes to (connector) or comes from (acceptor) another host from
+ * now on; a connection it has closes with why. An elastic ring's links
+ * change hosts as hosts leave and come back. */
+void peer_set_host(peer *p, int host, const char *why);
+
+/* hold 1: closes the connection (why) and makes no other until hold 0
+ * (a host that left the ring). */
+void peer_hold(peer *p, int hold, const char *why);
+
 /* Closes everything of p for good; p is freed once its handles are. */
 void peer_close(peer *p);
 

@@ -43,8 +43,15 @@ typedef struct {
 typedef struct {
     engine base;
     uv_loop_t *loop;
-    const cfg *cfg;
-    int me, n;
+    const cfg *cfg; /* the configuration: tuning, and the hosts the links know */
+    /* The ring's hosts: the configured ones, or in an elastic ring those of
+     * the last membership it was ready in, in ring order. Collectives are
+     * cut, numbered and named by it: me and n are this host's place in it
+     * and its size; pos is this host's place in the configuration. */
+    cfg view;
+    int me, n, pos;
+    uint64_t members;
+    uint32_t members_epoch;
     links *links;
     jobs q;
     active act[MAX_ACTIVE]; /* running collectives: a circular buffer in seq order */
@@ -85,6 +92,8 @@ typedef struct {
 } ring;
 
 int ring_mod(int x, int n);
+/* The ring is made of the configured hosts in members from now on. */
+void ring_set_view(ring *r, uint64_t members, uint32_t members_epoch);
 active *ring_slot(ring *r, int k);
 /* The running collective (epoch, seq), or NULL. */
 active *ring_find_active(ring *r, uint32_t epoch, uint64_t seq);

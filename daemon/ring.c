@@ -57,13 +57,13 @@ int ring_mod(int x, int n)
 
 const char *ring_neighbour(const ring *r, int side)
 {
-    return r->cfg->hosts[ring_mod(r->me + side, r->n)].name;
+    return r->view.hosts[ring_mod(r->me + side, r->n)].name;
 }
 
 /* Ranks of host h, for messages: "rank 3" or "ranks 2-3". */
 void ring_host_ranks(const ring *r, int h, char *out, size_t len)
 {
-    int first = cfg_first_rank(r->cfg, (size_t)h), k = r->cfg->hosts[h].local_clients;
+    int first = cfg_first_rank(&r->view, (size_t)h), k = r->view.hosts[h].local_clients;
     if (k == 1)
         snprintf(out, len, "rank %d", first);
     else
@@ -73,14 +73,14 @@ void ring_host_ranks(const ring *r, int h, char *out, size_t len)
 static int host_of_rank(const ring *r, int rank)
 {
     for (int h = 0; h < r->n; h++)
-        if (rank < cfg_first_rank(r->cfg, (size_t)h) + r->cfg->hosts[h].local_clients) return h;
+        if (rank < cfg_first_rank(&r->view, (size_t)h) + r->view.hosts[h].local_clients) return h;
     return 0;
 }
 
 void ring_chunk_range(const ring *r, const active *a, int c, uint64_t *off, uint64_t *len)
 {
     const job *j = a->job;
-    schedule_chunk(&a->sch, r->cfg, j->count, j->per_rank, a->esize, c, off, len);
+    schedule_chunk(&a->sch, &r->view, j->count, j->per_rank, a->esize, c, off, len);
 }
 
 uint64_t ring_chunk_len(const ring *r, const active *a, int c)
@@ -131,7 +131,7 @@ static void on_job_failed(void *eng, job *j)
     epoch_failure f = {.code = j->status,
                        .seq = j->started ? j->seq : r->q.stats.seq,
                        .cls = consequence ? EPOCH_CONSEQUENCE : EPOCH_CAUSE,
-                       .origin = (uint32_t)r->me};
+                       .origin = (uint32_t)r->pos};
     snprintf(f.reason, sizeof f.reason, "%.*s", FRAME_MAX_TEXT, j->message);
     if (r->n == 1) return;
     links_fail(r->links, &f, 0);
@@ -351,7 +351,7 @@ static void on_up(void *data, link_side side)
 static void on_down(void *data, link_side side, const char *why)
 {
     ring *r = data;
-    const cfg_host *ph = &r->cfg->hosts[ring_mod(r->me + (side == LINK_LEFT ? -1 : 1), r->n)];
+    const cfg_host *ph = &r->cfg->hosts[links_host(r->links, side)];
     /* A payload being read will not arrive, for any of them. */
     for (int k = 0; side == LINK_LEFT && k < r->n_act; k++)
         ring_slot(r, k)->reading = 0;
@@ -400,7 +400,7 @@ static void ring_submit(engine *e, job *j)
         epoch_failure f = {.code = j->preset_status,
                            .seq = r->q.stats.seq,
                            .cls = EPOCH_CAUSE,
-                           .origin = (uint32_t)r->me};
+                           .origin = (uint32_t)r->pos};
         snprintf(f.reason, sizeof f.reason, "%.*s", FRAME_MAX_TEXT, j->preset_message);
         links_fail(r->links, &f, 0);
     }
@@ -451,7 +451,7 @@ static void ring_members(engine *e, int complete, int gone, const char *why)
     epoch_failure f = {.code = RINGD_EABORTED,
                        .seq = r->q.stats.seq,
                        .cls = EPOCH_LEFT,
-                       .origin = (uint32_t)r->me};
+                       .origin = (uint32_t)r->pos};
     snprintf(f.reason, sizeof f.reason, "%s", why);
     links_fail(r->links, &f, 1);
 }
@@ -488,6 +488,7 @@ static void ring_free(ring *r)
 {
     free(r->staging);
     free(r->done);
+    free(r->view.hosts);
     free(r->wire_spare);
     for (int k = 0; k < MAX_ACTIVE; k++) {
         free(r->act[k].recv_off);
@@ -551,7 +552,7 @@ static void ring_stats(const engine *e, engine_stats *out)
     memcpy(out->done, r->done, (size_t)out->n_done * sizeof *r->done);
     engine_link *side[2] = {&out->left, &out->right};
     for (int s = 0; s < 2; s++) {
-        side[s]->host = ring_mod(r->me + (s == LINK_LEFT ? -1 : 1), r->n);
+        side[s]->host = links_host(r->links, (link_side)s);
         side[s]->state = links_state(r->links, (link_side)s);
         side[s]->since_ms = links_since(r->links, (link_side)s);
         side[s]->refused = links_refused(r->links, (link_side)s);
@@ -560,9 +561,43 @@ static void ring_stats(const engine *e, engine_stats *out)
     }
 }
 
-static const engine_ops ring_ops = {ring_start,      ring_submit,    ring_cancel,     ring_close,
-                                    ring_stats,      ring_watch,     ring_members,    ring_left,
-                                    ring_generation, ring_submitted, ring_why_waiting};
+void ring_set_view(ring *r, uint64_t members, uint32_t members_epoch)
+{
+    const cfg *c = r->cfg;
+    cfg_host *hosts = r->view.hosts;
+    /* A copy: the view's own fields are read for its hosts only (tuning
+     * is read from r->cfg, which a reload updates). */
+    r->view = *c;
+    r->view.hosts = hosts;
+    size_t k = 0;
+    for (size_t h = 0; h < c->n_hosts; h++) {
+        if (h < 64 && !(members & (UINT64_C(1) << h))) continue;
+        if ((int)h == r->pos) r->me = (int)k;
+        hosts[k++] = c->hosts[h];
+    }
+    r->view.n_hosts = k;
+    r->n = (int)k;
+    r->members = members;
+    r->members_epoch = members_epoch;
+}
+
+static void ring_view(const engine *e, engine_view *out)
+{
+    const ring *r = (const ring *)e;
+    *out = (engine_view){.hosts = &r->view, .me = r->me, .members_epoch = r->members_epoch};
+    links_get_membership(r->links, &out->m);
+}
+
+static int ring_leave(engine *e, int leave, const char *why)
+{
+    ring *r = (ring *)e;
+    return leave ? links_leave(r->links, why) : links_join(r->links);
+}
+
+static const engine_ops ring_ops = {ring_start,       ring_submit,    ring_cancel, ring_close,
+                                    ring_stats,       ring_watch,     ring_members, ring_left,
+                                    ring_generation,  ring_submitted, ring_why_waiting,
+                                    ring_view,        ring_leave};
 
 int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {
@@ -571,12 +606,15 @@ int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key
     r->base.ops = &ring_ops;
     r->loop = loop;
     r->cfg = c;
-    r->me = me;
-    r->n = (int)c->n_hosts;
-    int rc = (r->done = calloc((size_t)r->n, sizeof *r->done)) ? 0 : RINGD_ENOMEM;
+    r->pos = me;
+    size_t n = c->n_hosts; /* the most hosts a view has */
+    r->view.hosts = calloc(n, sizeof *r->view.hosts);
+    r->done = calloc(n, sizeof *r->done);
+    int rc = r->view.hosts && r->done ? 0 : RINGD_ENOMEM;
+    if (rc == 0) ring_set_view(r, n >= 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1, 0);
     for (int k = 0; k < MAX_ACTIVE && rc == 0; k++) {
-        r->act[k].recv_off = calloc(2 * (size_t)r->n, sizeof *r->act[k].recv_off);
-        r->act[k].delta_us = calloc((size_t)r->n, sizeof *r->act[k].delta_us);
+        r->act[k].recv_off = calloc(2 * n, sizeof *r->act[k].recv_off);
+        r->act[k].delta_us = calloc(n, sizeof *r->act[k].delta_us);
         if (!r->act[k].recv_off || !r->act[k].delta_us) rc = RINGD_ENOMEM;
     }
     static const links_callbacks cb = {on_up,   on_down,       ring_on_data,   ring_on_payload,

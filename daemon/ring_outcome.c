@@ -205,6 +205,10 @@ void ring_on_epoch(void *data, const links_event *ev)
 void ring_on_settle(void *data, const frame_epoch *c, int ready)
 {
     ring *r = data;
+    /* A new membership: the ring is made of the confirmation's hosts, and
+     * what it settles failed with the resize, on every host alike. */
+    int resized = ready && c->members && c->members_epoch != r->members_epoch;
+    if (resized) ring_set_view(r, c->members, c->members_epoch);
     job_verdict v = {.epoch = c->prev_epoch,
                      .done = c->flags & EPOCH_FLAG_DONE_UNKNOWN ? 0 : c->done,
                      .code = c->code ? c->code : RINGD_ERING,
@@ -213,7 +217,14 @@ void ring_on_settle(void *data, const frame_epoch *c, int ready)
                      .reason = c->code ? c->reason : "the ring was reset",
                      .top = c->top,
                      .ready = ready,
-                     .next_epoch = c->epoch};
+                     .next_epoch = c->epoch,
+                     .resized = resized};
+    if (resized) {
+        v.code = RINGD_ERESIZED;
+        v.fail_seq = FRAME_NO_SEQ;
+        v.own = 0;
+        v.reason = c->members_why;
+    }
     jobs_settle(&r->q, &v);
     /* Those still finishing their sends or reads failed too, the same way;
      * they go back as they finish (ring_complete()). */
@@ -241,6 +252,7 @@ void ring_on_commit(void *data, const frame_commit *c)
 {
     ring *r = data;
     int changed = 0;
+    if (c->n != r->n) return; /* counted in another membership */
     for (int h = 0; h < r->n; h++) {
         if (h == r->me || c->done[h] <= r->done[h]) continue;
         r->done[h] = c->done[h];
@@ -269,12 +281,16 @@ void ring_update_tick(ring *r)
 void ring_describe_wait(const ring *r, const active *a, char *out, size_t len)
 {
     if (!a) {
-        const cfg_host *right = &r->cfg->hosts[ring_mod(r->me + 1, r->n)];
+        const cfg_host *right = &r->cfg->hosts[links_host(r->links, LINK_RIGHT)];
+        const char *left = r->cfg->hosts[links_host(r->links, LINK_LEFT)].name;
         link_state ls = links_state(r->links, LINK_LEFT), rs = links_state(r->links, LINK_RIGHT);
         const char *le = links_last_error(r->links, LINK_LEFT);
         const char *re = links_last_error(r->links, LINK_RIGHT);
         const char *waiting = links_waiting(r->links);
-        if (ls == LINK_UP && rs == LINK_UP && *waiting)
+        /* Too few hosts, or this one left: nothing here will change it. */
+        if (strstr(waiting, "min_hosts") || strstr(waiting, "ringctl leave"))
+            snprintf(out, len, "the ring is not ready: %s", waiting);
+        else if (ls == LINK_UP && rs == LINK_UP && *waiting)
             snprintf(out, len,
                      "the ring is not ready until every local rank of every host is "
                      "connected: %s",
@@ -289,7 +305,7 @@ void ring_describe_wait(const ring *r, const active *a, char *out, size_t len)
                      "the ring is not formed: right link to %s (%s) is %s%s%s; left link "
                      "from %s is %s%s%s",
                      right->name, right->address, link_state_name(rs), *re ? ": " : "", re,
-                     ring_neighbour(r, -1), link_state_name(ls), *le ? ": " : "", le);
+                     left, link_state_name(ls), *le ? ": " : "", le);
         return;
     }
     int g = a->sch.first;
@@ -328,12 +344,12 @@ static void check_unsubmitted(ring *r, uint64_t now)
     epoch_failure f = {.code = RINGD_ETIMEDOUT,
                        .seq = r->early_seq,
                        .cls = EPOCH_CAUSE,
-                       .origin = (uint32_t)r->me};
+                       .origin = (uint32_t)r->pos};
     snprintf(f.reason, sizeof f.reason,
              "%s #%" PRIu64 " timed out on host %s: %s did not submit it within %.3g s "
              "(collective_timeout) of the other hosts' data for it; is a rank stuck, or "
              "behind the others?",
-             engine_kind_name(r->early_kind), r->early_seq, r->cfg->hosts[r->me].name, ranks,
+             engine_kind_name(r->early_kind), r->early_seq, r->view.hosts[r->me].name, ranks,
              (double)r->cfg->collective_timeout_ms / 1000);
     log_warn("%s", f.reason);
     links_fail(r->links, &f, 0);
@@ -349,7 +365,7 @@ void ring_on_tick(void *eng, uint64_t now)
         if (j->status != 0 || j->deadline > now) continue;
         ring_describe_wait(r, a, why, sizeof why);
         jobs_fail(&r->q, j, FAIL_RING, RINGD_ETIMEDOUT, "%s #%" PRIu64 " timed out on host %s %s",
-                  j->label, j->seq, r->cfg->hosts[r->me].name, why);
+                  j->label, j->seq, r->view.hosts[r->me].name, why);
     }
     /* One that could not even start: nothing to tell the ring. */
     job *j = jobs_waiting(&r->q);
@@ -357,7 +373,7 @@ void ring_on_tick(void *eng, uint64_t now)
         char msg[JOB_MAX_MESSAGE];
         ring_describe_wait(r, NULL, why, sizeof why);
         snprintf(msg, sizeof msg, "%s timed out before it could start on host %s: %s", j->label,
-                 r->cfg->hosts[r->me].name, why);
+                 r->view.hosts[r->me].name, why);
         log_warn("%s", msg);
         if (r->q.held) {
             /* Replies go in order: behind the held ones. */

@@ -54,7 +54,7 @@ static int mismatch(ring *r, active *a, const frame_data *d)
         ring_host_ranks(r, r->me, mr, sizeof mr);
         jobs_fail(&r->q, j, FAIL_RING, RINGD_EMISMATCH,
                   "%s #%" PRIu64 " differs between ranks: host %s (%s) has %s, host %s (%s) has %s",
-                  j->label, j->seq, r->cfg->hosts[left].name, lr, theirs, r->cfg->hosts[r->me].name,
+                  j->label, j->seq, r->view.hosts[left].name, lr, theirs, r->view.hosts[r->me].name,
                   mr, ours);
         return 1;
     }
@@ -65,8 +65,8 @@ static int mismatch(ring *r, active *a, const frame_data *d)
         jobs_fail(&r->q, j, FAIL_RING, RINGD_EMISMATCH,
                   "%s #%" PRIu64 " travels as %s from host %s (%s) and as %s from host %s (%s); "
                   "set the same wire_dtype on every host, or in the call on every rank",
-                  j->label, j->seq, as[d->wire & 3], r->cfg->hosts[left].name, lr,
-                  as[a->wbuf ? j->wire & 3 : 0], r->cfg->hosts[r->me].name, mr);
+                  j->label, j->seq, as[d->wire & 3], r->view.hosts[left].name, lr,
+                  as[a->wbuf ? j->wire & 3 : 0], r->view.hosts[r->me].name, mr);
         return 1;
     }
     if (d->name_tag && j->name_tag && d->name_tag != j->name_tag) {
@@ -76,7 +76,7 @@ static int mismatch(ring *r, active *a, const frame_data *d)
                   "%s #%" PRIu64 " differs between ranks: host %s (%s) submitted a collective "
                   "of the same shape under another name, host %s (%s) this one; are the ranks "
                   "out of step (after an error, did every rank retry the same collective)?",
-                  j->label, j->seq, r->cfg->hosts[left].name, lr, r->cfg->hosts[r->me].name, mr);
+                  j->label, j->seq, r->view.hosts[left].name, lr, r->view.hosts[r->me].name, mr);
         return 1;
     }
     return 0;

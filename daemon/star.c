@@ -554,7 +554,7 @@ static void on_refused(void *owner, const char *why)
     (void)owner, (void)why;
 }
 
-static const listener_ops star_listen_ops = {welcome_epoch, on_accepted, on_refused};
+static const listener_ops star_listen_ops = {welcome_epoch, on_accepted, on_refused, NULL};
 
 static void on_heartbeat(uv_timer_t *t)
 {
@@ -718,9 +718,29 @@ static void star_why_waiting(const engine *e, char *out, size_t len)
     snprintf(out, len, "%s", "");
 }
 
-static const engine_ops star_ops = {star_start,      star_submit,    star_cancel,     star_close,
-                                    star_stats,      star_watch,     star_members,    star_left,
-                                    star_generation, star_submitted, star_why_waiting};
+/* The star does not close over hosts: its hosts are the configured ones. */
+static void star_view(const engine *e, engine_view *out)
+{
+    const star *s = (const star *)e;
+    *out = (engine_view){.hosts = s->cfg, .me = s->me};
+    out->m.n_hosts = s->n;
+    out->m.min_hosts = s->n;
+    out->m.members = s->n >= 64 ? UINT64_MAX : (UINT64_C(1) << s->n) - 1;
+    out->m.resize_why = "";
+}
+
+static int star_leave(engine *e, int leave, const char *why)
+{
+    (void)e;
+    (void)leave;
+    (void)why;
+    return RINGD_EINVAL;
+}
+
+static const engine_ops star_ops = {star_start,      star_submit,    star_cancel, star_close,
+                                    star_stats,      star_watch,     star_members, star_left,
+                                    star_generation, star_submitted, star_why_waiting,
+                                    star_view,       star_leave};
 
 int star_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {

@@ -48,9 +48,11 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
     s->clients = clients;
     s->uptime_ms = uptime_ms;
     s->last_error_age_ms = MSG_NO_AGE;
+    s->now_ms = now_ms;
     if (rt) rates_get(rt, &s->rate_in, &s->rate_out);
     if (!e) return;
     engine_get_stats(e, &s->eng);
+    engine_get_view(e, &s->view);
     s->left_age_ms = age(now_ms, s->eng.left.since_ms);
     s->right_age_ms = age(now_ms, s->eng.right.since_ms);
     if (s->eng.jobs.last_error[0]) s->last_error_age_ms = age(now_ms, s->eng.jobs.last_error_ms);
@@ -58,6 +60,39 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
     s->right = c->hosts[s->eng.right.host].name;
     s->left_up = up(s->eng.left.state);
     s->right_up = up(s->eng.right.state);
+}
+
+int status_live_hosts(const status_snapshot *s)
+{
+    if (!s->view.hosts) return 0;
+    int n = 0;
+    for (int h = 0; h < s->n_hosts && h < 64; h++)
+        n += (s->view.m.members >> h) & 1;
+    return s->n_hosts > 64 ? s->n_hosts : n;
+}
+
+/* The membership block of STATUS: an elastic ring's only. */
+static void membership(const status_snapshot *s, msg_status *out)
+{
+    const links_membership *m = &s->view.m;
+    if (!s->view.hosts || !m->elastic) return;
+    out->members_epoch = m->members_epoch;
+    out->min_hosts = (uint32_t)m->min_hosts;
+    out->n_live = (uint32_t)status_live_hosts(s);
+    out->live = m->members;
+    out->resizes = m->resizes;
+    out->left_ring = (uint8_t)m->left_ring;
+    snprintf(out->resize_why, sizeof out->resize_why, "%.*s", MSG_MAX_REASON,
+             m->resize_why ? m->resize_why : "");
+    out->n_out = (uint8_t)(s->n_hosts < MSG_MAX_DONE ? s->n_hosts : MSG_MAX_DONE);
+    size_t at = 0;
+    for (int h = 0; h < s->n_hosts; h++) {
+        if (h < out->n_out)
+            out->out_age_ms[h] = m->out_since[h] ? age(s->now_ms, m->out_since[h]) : MSG_NO_AGE;
+        if (at < sizeof out->hosts - 1)
+            at += (size_t)snprintf(out->hosts + at, sizeof out->hosts - at, "%s%s", h ? " " : "",
+                                   s->hosts[h].name);
+    }
 }
 
 void status_message(const status_snapshot *s, uint64_t id, msg_status *out)
@@ -88,6 +123,7 @@ void status_message(const status_snapshot *s, uint64_t id, msg_status *out)
     snprintf(out->left_reason, sizeof out->left_reason, "%.*s", MSG_MAX_REASON, e->left.error);
     snprintf(out->right_reason, sizeof out->right_reason, "%.*s", MSG_MAX_REASON, e->right.error);
     snprintf(out->waiting, sizeof out->waiting, "%s", e->waiting);
+    membership(s, out);
     out->n_done = (uint8_t)(e->n_done < MSG_MAX_DONE ? e->n_done : MSG_MAX_DONE);
     memcpy(out->done, e->done, out->n_done * sizeof *out->done);
     snprintf(out->cluster, sizeof out->cluster, "%s", s->cluster);

@@ -25,7 +25,12 @@ typedef struct {
      * (MSG_NO_AGE: none). */
     uint64_t left_age_ms, right_age_ms, last_error_age_ms;
     uint64_t rate_in, rate_out; /* payload bytes/s over the last few seconds */
+    engine_view view;           /* who is in the ring (view.hosts NULL between engines) */
+    uint64_t now_ms;
 } status_snapshot;
+
+/* Hosts in the ring: all configured, or an elastic ring's members. */
+int status_live_hosts(const status_snapshot *s);
 
 /* Takes the snapshot of host me of c at now_ms (uv_now()): e (NULL between
  * two engines) runs its collectives, clients ranks are connected, the

@@ -263,6 +263,9 @@ int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e)
     wr_u64(&w, e->top);
     wr_str(&w, e->reason, FRAME_MAX_TEXT);
     wr_str(&w, e->waiting, FRAME_MAX_WAITING);
+    wr_u64(&w, e->members);
+    wr_u32(&w, e->members_epoch);
+    wr_str(&w, e->members_why, FRAME_MAX_WAITING);
     return finish(&w, FRAME_EPOCH, 0, body_len(&w));
 }
 
@@ -389,7 +392,10 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     out->top = rd_u64(&r);
     rd_str(&r, out->reason, FRAME_MAX_TEXT);
     rd_str(&r, out->waiting, FRAME_MAX_WAITING);
-    if (out->phase < EPOCH_BREAK || out->phase > EPOCH_RESET) r.bad = 1;
+    out->members = rd_u64(&r);
+    out->members_epoch = rd_u32(&r);
+    rd_str(&r, out->members_why, FRAME_MAX_WAITING);
+    if (out->phase < EPOCH_BREAK || out->phase > EPOCH_LEAVE) r.bad = 1;
     if (out->flags & ~EPOCH_FLAGS_ALL) r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 3
+#define FRAME_VERSION 4
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -25,7 +25,7 @@
 #define FRAME_MAX_BODY (FRAME_DATA_HEADER_SIZE + FRAME_MAX_PAYLOAD)
 #define FRAME_MAX_NAME 64           /* cluster names, host names */
 #define FRAME_MAX_TEXT 512          /* reasons in WELCOME and ABORT */
-#define FRAME_MAX_CONTROL_BODY 1024 /* any frame but DATA */
+#define FRAME_MAX_CONTROL_BODY 1536 /* any frame but DATA */
 #define FRAME_MAX_WAITING 256       /* EPOCH: who an incomplete ring waits for */
 #define FRAME_MAX_COMMIT_HOSTS 1024 /* hosts a COMMIT frame counts (CFG_MAX_HOSTS) */
 #define FRAME_MAX_COMMIT_BODY (14 + 4 * FRAME_MAX_COMMIT_HOSTS)
@@ -97,12 +97,16 @@ typedef enum {
                           (unless INCOMPLETE) */
     EPOCH_RESET = 4,   /* a collective failed, or a rank left: fail every collective not
                           yet confirmed, on every host, and re-form */
+    EPOCH_LEAVE = 5,   /* the origin leaves the ring for good (ringd stopping, ringctl
+                          leave): the hosts up to its left neighbour close over it now */
 } epoch_phase;
 
 #define EPOCH_FLAG_GONE 0x01         /* RESET: a rank left (named in reason) */
 #define EPOCH_FLAG_INCOMPLETE 0x02   /* FORM, CONFIRM: a host lacks a rank: not ready */
 #define EPOCH_FLAG_DONE_UNKNOWN 0x04 /* a host on the lap could not count prev_epoch's */
-#define EPOCH_FLAGS_ALL 0x07
+#define EPOCH_FLAG_RESIZED 0x08      /* FORM, RESET: a host on the lap was in another
+                                        membership; CONFIRM: the membership is new */
+#define EPOCH_FLAGS_ALL 0x0f
 
 typedef struct {
     uint32_t epoch;  /* the new ring epoch; larger wins */
@@ -121,6 +125,12 @@ typedef struct {
     uint64_t top;  /* collectives of prev_epoch any rank submitted there, on the hosts passed */
     char reason[FRAME_MAX_TEXT + 1];     /* the failure, "" if none */
     char waiting[FRAME_MAX_WAITING + 1]; /* INCOMPLETE: the ranks the ring waits for */
+    /* Membership (an elastic ring; all 0 otherwise). FORM, RESET: the hosts
+     * the lap has passed; CONFIRM: the hosts of the ring. Bit i: host i. */
+    uint64_t members;
+    uint32_t members_epoch; /* the epoch that membership was agreed in (FORM, RESET: the
+                               origin's; CONFIRM: the ring's, this one if RESIZED) */
+    char members_why[FRAME_MAX_WAITING + 1]; /* who left or came back, and why */
 } frame_epoch;
 
 /* Collectives each host has completed in the current epoch, as the sender

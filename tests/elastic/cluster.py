@@ -1,0 +1,229 @@
+"""Daemons and training processes of an elastic ring, for its tests.
+
+    c = Cluster(tmp, hosts=5, extra_yaml="evict_after: 2s\\n")
+    c.start_all()                       # daemons h0..h4, each waits ready
+    c.start_rank(i, steps=400)          # elastic_rank on host i
+    c.kill(i)                           # SIGKILL its daemon and its rank
+    c.start(i)                          # the daemon back (the rank: start_rank)
+    c.stop_all()                        # SIGTERM, check clean exits
+
+A host's daemon runs as `ringd --config ringd.yaml --host hI` (hosts on
+127.0.0.1, or in network namespaces: `wrap` prefixes each command, e.g.
+["ip", "netns", "exec", NS]). Every wait has a deadline. The paths of the
+binaries come from the environment: RINGD_BIN, RINGCTL_BIN, ELASTIC_RANK.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent():
+    # PR_SET_PDEATHSIG: nothing outlives a test that is killed.
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+class Cluster:
+    def __init__(self, dirpath, hosts, extra_yaml="", addresses=None, wrap=None):
+        self.dir = str(dirpath)
+        self.n = hosts
+        self.wrap = wrap or (lambda i: [])
+        self.ringd = os.environ["RINGD_BIN"]
+        self.ringctl = os.environ.get("RINGCTL_BIN")
+        self.rank_bin = os.environ.get("ELASTIC_RANK")
+        if addresses is None:
+            addresses = [f"127.0.0.1:{p}" for p in free_ports(hosts)]
+        self.sockets = [os.path.join(self.dir, f"h{i}.sock") for i in range(hosts)]
+        self.logs = [os.path.join(self.dir, f"h{i}.log") for i in range(hosts)]
+        self.rank_logs = [os.path.join(self.dir, f"rank{i}.log") for i in range(hosts)]
+        self.daemons = [None] * hosts
+        self.ranks = [None] * hosts
+        self.config = os.path.join(self.dir, "ringd.yaml")
+        lines = ["cluster: elastic", "local_clients: 1"]
+        lines += [l for l in extra_yaml.splitlines() if l.strip()]
+        lines.append("hosts:")
+        for i in range(hosts):
+            lines += [f"  - name: h{i}", f"    address: {addresses[i]}", f"    socket: {self.sockets[i]}"]
+        with open(self.config, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    # ---- daemons ----
+
+    def start(self, i, wait=True):
+        assert self.daemons[i] is None or self.daemons[i].poll() is not None
+        with open(self.logs[i], "ab") as log:
+            self.daemons[i] = subprocess.Popen(
+                self.wrap(i) + [self.ringd, "--config", self.config, "--host", f"h{i}"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=_die_with_parent)
+        if wait:
+            self.wait_ready(i)
+
+    def start_all(self):
+        for i in range(self.n):
+            self.start(i, wait=False)
+        for i in range(self.n):
+            self.wait_ready(i)
+
+    def wait_ready(self, i, timeout=20):
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.daemons[i].poll() is not None:
+                raise AssertionError(f"ringd h{i} exited ({self.daemons[i].returncode}):\n"
+                                     + self.tail(i))
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.sockets[i])
+                return
+            except OSError:
+                pass
+            finally:
+                s.close()
+            assert time.monotonic() < deadline, f"ringd h{i} not ready in {timeout} s"
+            time.sleep(0.02)
+
+    def kill(self, i, sig=signal.SIGKILL):
+        """Kills host i: its daemon (sig) and its training process (SIGKILL)."""
+        if self.ranks[i] is not None and self.ranks[i].poll() is None:
+            self.ranks[i].kill()
+            self.ranks[i].wait()
+        d = self.daemons[i]
+        if d is not None and d.poll() is None:
+            d.send_signal(sig)
+            d.wait(timeout=20)
+        return d.returncode if d is not None else None
+
+    def stop_all(self):
+        """SIGTERM to every daemon; returns the hosts that did not exit 0."""
+        for r in self.ranks:
+            if r is not None and r.poll() is None:
+                r.kill()
+                r.wait()
+        for d in self.daemons:
+            if d is not None and d.poll() is None:
+                d.send_signal(signal.SIGTERM)
+        bad = []
+        for i, d in enumerate(self.daemons):
+            if d is None:
+                continue
+            try:
+                code = d.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                code = d.wait()
+            if code not in (0, -signal.SIGKILL):
+                bad.append(i)
+        return bad
+
+    def tail(self, i, lines=40):
+        try:
+            with open(self.logs[i], errors="replace") as f:
+                return "\n".join(f"  h{i}| {l}" for l in f.read().splitlines()[-lines:])
+        except OSError:
+            return f"  h{i}| (no log)"
+
+    def ringctl(self, i, *args, timeout=20):
+        out = subprocess.run(self.wrap(i) + [self.ringctl, "--socket", self.sockets[i], *args],
+                             capture_output=True, text=True, timeout=timeout)
+        return out.returncode, out.stdout + out.stderr
+
+    def status(self, i):
+        code, out = self.ringctl(i, "status", "--json")
+        assert code in (0, 1), out
+        return json.loads(out)
+
+    # ---- training processes ----
+
+    def start_rank(self, i, steps, step_ms=20, deadline_s=240):
+        self.ranks[i] = subprocess.Popen(
+            self.wrap(i) + [self.rank_bin, self.sockets[i], str(i), str(steps), self.rank_logs[i],
+                            str(step_ms), str(deadline_s)],
+            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+
+    def rank_events(self, i):
+        """The events of host i's training processes, as (ms, kind, fields)."""
+        events = []
+        try:
+            with open(self.rank_logs[i]) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 2:
+                        events.append((int(parts[0]), parts[1], parts[2:]))
+        except OSError:
+            pass
+        return events
+
+    def wait_ranks(self, hosts, timeout):
+        """Waits for the training processes of hosts to exit; returns their codes."""
+        deadline = time.monotonic() + timeout
+        codes = {}
+        for i in hosts:
+            try:
+                codes[i] = self.ranks[i].wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                codes[i] = None
+        return codes
+
+    def wait_event(self, i, pred, timeout, after_ms=0):
+        """Waits until host i's log has an event (ms, kind, fields) after
+        after_ms for which pred is true; returns it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for e in self.rank_events(i):
+                if e[0] >= after_ms and pred(e):
+                    return e
+            assert time.monotonic() < deadline, (
+                f"no such event of rank h{i} in {timeout} s; its last ones:\n"
+                + "\n".join(map(str, self.rank_events(i)[-10:])) + "\n" + self.tail(i))
+            time.sleep(0.05)
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def replay(events_by_host):
+    """Checks the run: every step ran exactly once on one set of hosts
+    (the same for every rank that ran it), and returns {step: mask}."""
+    ran = {}
+    for host, events in events_by_host.items():
+        for _, kind, f in events:
+            if kind == "wrong":
+                raise AssertionError(f"h{host}: wrong result: {' '.join(f)}")
+            if kind != "ok":
+                continue
+            step, mask = int(f[0]), int(f[1], 16)
+            assert ran.setdefault(step, mask) == mask, (
+                f"step {step} ran on hosts {ran[step]:#x} and on {mask:#x}")
+    return ran
+
+
+def model_hash(schedule, steps, elems=1024):
+    """The model elastic_rank ends with after steps whose hosts schedule
+    gives: the single-process replay of the same membership schedule."""
+    p = [0] * (elems - 2)
+    mask64 = (1 << 64) - 1
+    for s in range(steps):
+        hosts = [h for h in range(64) if schedule[s] >> h & 1]
+        for i in range(2, elems):
+            p[i - 2] += sum(((h + 1) * 7919 + s * 104729 + i * 31) % 1000003 for h in hosts)
+    x = 1469598103934665603
+    for v in p:
+        x ^= v & mask64
+        x = (x * 1099511628211) & mask64
+    return f"{x:016x}"

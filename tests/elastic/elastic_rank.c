@@ -1,0 +1,205 @@
+/*
+ * elastic_rank.c - a training process for the elastic ring's tests: it
+ * trains for STEPS steps on whatever ring its daemon is in, and checks
+ * every result.
+ *
+ *   elastic_rank SOCKET HOST STEPS LOG [STEP_MS] [DEADLINE_S]
+ *
+ * HOST is the configured index of its host: what a rank adds depends on the
+ * host, never on its rank, which a resize changes. A step is an allreduce
+ * (int64, SUM) of
+ *   [0]   1 << HOST          the sum is the set of hosts that ran it
+ *   [1]   step               the sum is step x ranks: all ranks at one step
+ *   [i]   grad(HOST, step, i), i >= 2
+ * and the model p (ELEMS - 2 int64) adds the sum of the grads. A result is
+ * checked against the set in [0] (which must have ringd_size() hosts), so a
+ * sum of two different steps, or of another set than the ring's, is found.
+ * On RINGD_ERESIZED, and once at the start, the ranks sync: the largest
+ * step wins, and the lowest rank at it broadcasts its model, so a process
+ * that comes back catches up. Any other failure retries the step (every
+ * rank saw the same outcome).
+ *
+ * LOG gets one line per event, each starting with CLOCK_REALTIME in ms:
+ *   T ok STEP MASK SIZE RANK       a step ran on the hosts of MASK
+ *   T resized TEXT                 RINGD_ERESIZED and its message
+ *   T error CODE TEXT              another failure; the step is retried
+ *   T sync STEP ROOT               synced to STEP from rank ROOT
+ *   T done HASH                    all steps ran; HASH of the model
+ * Exit status: 0 done, 1 a wrong result (logged as "wrong ..."), 2 usage,
+ * 3 the daemon went away, 4 past the deadline.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ringd.h"
+
+#define ELEMS 1024
+#define MODEL (ELEMS - 2)
+
+static FILE *log_file;
+static ringd_client *c;
+static int64_t *buf, *p;
+static int64_t step;
+static int host;
+
+static int64_t now_ms(int clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void note(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(log_file, "%" PRId64 " ", now_ms(CLOCK_REALTIME));
+    vfprintf(log_file, fmt, ap);
+    fputc('\n', log_file);
+    fflush(log_file);
+    va_end(ap);
+}
+
+static int64_t grad(int h, int64_t s, int i)
+{
+    return ((int64_t)(h + 1) * 7919 + s * 104729 + (int64_t)i * 31) % 1000003;
+}
+
+static uint64_t model_hash(void)
+{
+    uint64_t x = 1469598103934665603u;
+    for (int i = 0; i < MODEL; i++) {
+        x ^= (uint64_t)p[i];
+        x *= 1099511628211u;
+    }
+    return x;
+}
+
+/* A failure other than a wrong result: the daemon gone ends the process,
+ * anything else is logged and retried. */
+static void failed(int rc)
+{
+    if (rc == RINGD_ECLOSED || rc == RINGD_ESHUTDOWN || rc == RINGD_ECONNECT) {
+        note("closed %s", ringd_last_error(c));
+        exit(3);
+    }
+    if (rc == RINGD_ERESIZED)
+        note("resized %s", ringd_last_error(c));
+    else
+        note("error %s %s", ringd_errname(rc), ringd_last_error(c));
+}
+
+/* Agrees with the other ranks on the step and the model. 0, or the code of
+ * a failure (the caller syncs again). */
+static int sync_once(void)
+{
+    buf[0] = step;
+    int rc = ringd_allreduce(c, buf, 1, RINGD_INT64, RINGD_MAX);
+    if (rc < 0) return rc;
+    int64_t top = buf[0];
+    buf[0] = step == top ? ringd_rank(c) : INT64_MAX;
+    if ((rc = ringd_allreduce(c, buf, 1, RINGD_INT64, RINGD_MIN)) < 0) return rc;
+    int root = (int)buf[0];
+    if (ringd_rank(c) == root) memcpy(buf, p, MODEL * sizeof *p);
+    if ((rc = ringd_broadcast(c, buf, MODEL, RINGD_INT64, root)) < 0) return rc;
+    memcpy(p, buf, MODEL * sizeof *p);
+    step = top;
+    note("sync %" PRId64 " %d", step, root);
+    return 0;
+}
+
+static void sync_all(void)
+{
+    int rc;
+    while ((rc = sync_once()) < 0)
+        failed(rc);
+}
+
+/* One step: 0, or a failure code. Exits on a wrong result. */
+static int train_step(void)
+{
+    buf[0] = (int64_t)1 << host;
+    buf[1] = step;
+    for (int i = 2; i < ELEMS; i++)
+        buf[i] = grad(host, step, i);
+    int rc = ringd_allreduce(c, buf, ELEMS, RINGD_INT64, RINGD_SUM);
+    if (rc < 0) return rc;
+    uint64_t mask = (uint64_t)buf[0];
+    int size = ringd_size(c), hosts = __builtin_popcountll(mask);
+    if (hosts != size || !(mask & ((uint64_t)1 << host)) || buf[1] != step * size) {
+        note("wrong step %" PRId64 ": hosts %#" PRIx64 " (%d), size %d, step sum %" PRId64, step,
+             mask, hosts, size, buf[1]);
+        exit(1);
+    }
+    for (int i = 2; i < ELEMS; i++) {
+        int64_t want = 0;
+        for (int h = 0; h < 64; h++)
+            if (mask & ((uint64_t)1 << h)) want += grad(h, step, i);
+        if (buf[i] != want) {
+            note("wrong step %" PRId64 ": element %d is %" PRId64 ", not %" PRId64, step, i,
+                 buf[i], want);
+            exit(1);
+        }
+        p[i - 2] += buf[i];
+    }
+    note("ok %" PRId64 " %#" PRIx64 " %d %d", step, mask, size, ringd_rank(c));
+    step++;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5 || argc > 7) {
+        fprintf(stderr, "usage: elastic_rank SOCKET HOST STEPS LOG [STEP_MS] [DEADLINE_S]\n");
+        return 2;
+    }
+    host = atoi(argv[2]);
+    int64_t steps = atoll(argv[3]);
+    int step_ms = argc > 5 ? atoi(argv[5]) : 0;
+    int64_t deadline = now_ms(CLOCK_MONOTONIC) + 1000 * (argc > 6 ? atoll(argv[6]) : 300);
+    if (!(log_file = fopen(argv[4], "a"))) {
+        perror(argv[4]);
+        return 2;
+    }
+    /* The daemon may be starting: try for a while. */
+    int rc;
+    while ((rc = ringd_connect(argv[1], &c)) < 0) {
+        if (now_ms(CLOCK_MONOTONIC) > deadline) {
+            note("closed cannot connect: %s", ringd_last_error(NULL));
+            return 3;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    buf = ringd_alloc(c, ELEMS * sizeof *buf);
+    p = calloc(MODEL, sizeof *p);
+    if (!buf || !p) {
+        note("closed out of memory");
+        return 3;
+    }
+    sync_all();
+    while (step < steps) {
+        if (now_ms(CLOCK_MONOTONIC) > deadline) {
+            note("deadline at step %" PRId64, step);
+            return 4;
+        }
+        if ((rc = train_step()) < 0) {
+            failed(rc);
+            if (rc == RINGD_ERESIZED) sync_all();
+            continue;
+        }
+        if (step_ms > 0) {
+            struct timespec ts = {step_ms / 1000, (long)(step_ms % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    note("done %016" PRIx64, model_hash());
+    ringd_close(c);
+    return 0;
+}

@@ -1,0 +1,205 @@
+"""The elastic ring on 127.0.0.1: training goes on when a host leaves, and
+takes it back when it returns.
+
+Five daemons stay up as under systemd, each with a training process
+(elastic_rank) that checks every sum; hosts are killed, stopped, told to
+leave and started again while the others train. Every run ends with the
+same check: each step ran once, on one set of hosts, identical on every
+rank; every rank ends with the same model, equal to a single-process
+replay of that membership schedule.
+"""
+
+import random
+import signal
+import time
+
+import pytest
+
+from cluster import Cluster, model_hash, now_ms, replay
+
+EVICT_S = 2
+CONFIG = (f"evict_after: {EVICT_S}s\n"
+          "collective_timeout: 8s\n"
+          "heartbeat_interval: 250ms\n"
+          "heartbeat_timeout: 1500ms\n"
+          "backoff_max: 1s\n")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    made = []
+
+    def make(hosts=5, extra=""):
+        c = Cluster(tmp_path, hosts, CONFIG + extra)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        bad = c.stop_all()
+        assert not bad, "daemons that did not exit cleanly:\n" + "\n".join(c.tail(i) for i in bad)
+
+
+def ok_events(c, i, after_ms=0, size=None):
+    return [e for e in c.rank_events(i)
+            if e[1] == "ok" and e[0] >= after_ms and (size is None or int(e[2][2]) == size)]
+
+
+def first_ok(c, i, after_ms, size, timeout):
+    return c.wait_event(i, lambda e: e[1] == "ok" and int(e[2][2]) == size, timeout, after_ms)
+
+
+def check_run(c, hosts, steps, timeout=120):
+    """Waits for the training processes of hosts to finish, then checks
+    their results against each other and the replay."""
+    codes = c.wait_ranks(hosts, timeout)
+    logs = {i: c.rank_events(i) for i in range(c.n)}
+    assert all(code == 0 for code in codes.values()), (
+        f"exit codes {codes}; last events:\n"
+        + "\n".join(f"h{i}: {logs[i][-5:]}" for i in hosts))
+    schedule = replay(logs)
+    assert sorted(schedule) == list(range(steps)), "some step never ran, or ran twice"
+    want = model_hash(schedule, steps)
+    for i in hosts:
+        done = [e for e in logs[i] if e[1] == "done"]
+        assert done and done[-1][2][0] == want, f"h{i} ends with model {done}, the replay {want}"
+    return schedule
+
+
+def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(cluster):
+    c = cluster()
+    c.start_all()
+    steps = 900
+    for i in range(5):
+        c.start_rank(i, steps)
+    c.wait_event(0, lambda e: e[1] == "ok" and int(e[2][0]) >= 50, 60)
+
+    t_kill = now_ms()
+    c.kill(4)
+    e = first_ok(c, 0, t_kill, size=4, timeout=EVICT_S + 30)
+    shrink_s = (e[0] - t_kill) / 1000
+    print(f"kill to the first step on 4 hosts: {shrink_s:.2f} s (evict_after {EVICT_S} s)")
+    assert shrink_s < EVICT_S + 8
+    # Renumbered contiguously: the four ranks are 0..3.
+    time.sleep(0.5)
+    ranks = {int(ok_events(c, i, t_kill, size=4)[-1][2][3]) for i in range(4)}
+    assert ranks == {0, 1, 2, 3}
+    for i in range(4):
+        resized = [e for e in c.rank_events(i) if e[1] == "resized" and e[0] >= t_kill]
+        assert resized and "ring resized to 4 hosts (4 ranks)" in " ".join(resized[0][2]), resized
+        assert "h4" in " ".join(resized[0][2])
+    st = c.status(0)
+    assert st["live_hosts"] == ["h0", "h1", "h2", "h3"], st
+    assert [h["name"] for h in st["out_hosts"]] == ["h4"], st
+    assert st["resizes"] >= 1 and st["min_hosts"] == 3
+
+    t_back = now_ms()
+    c.start(4)
+    c.start_rank(4, steps)
+    e = first_ok(c, 0, t_back, size=5, timeout=30)
+    grow_s = (e[0] - t_back) / 1000
+    print(f"daemon start to the first step on 5 hosts: {grow_s:.2f} s")
+    assert grow_s < 15
+    # The returning process caught up: it synced to a step the others had.
+    sync = c.wait_event(4, lambda e: e[1] == "sync", 10)
+    assert int(sync[2][0]) > 50, sync
+    schedule = check_run(c, range(5), steps)
+    sizes = [bin(schedule[s]).count("1") for s in sorted(schedule)]
+    assert 4 in sizes and sizes[-1] == 5
+
+
+def test_a_stopped_daemon_leaves_at_once_and_ringctl_leave_and_join(cluster):
+    # evict_after far beyond the test: only a planned leave closes over a host.
+    c = cluster(hosts=4, extra="evict_after: 60s\n")
+    c.start_all()
+    steps = 700
+    for i in range(4):
+        c.start_rank(i, steps)
+    c.wait_event(0, lambda e: e[1] == "ok" and int(e[2][0]) >= 30, 60)
+
+    t = now_ms()
+    code, out = c.ringctl(3, "leave")
+    assert code == 0, out
+    e = first_ok(c, 0, t, size=3, timeout=10)
+    print(f"ringctl leave to the first step on 3 hosts: {(e[0] - t) / 1000:.2f} s")
+    st = c.status(3)
+    assert st["left_ring"] is True, st
+    # Its rank stays, and hears why it waits.
+    c.wait_event(3, lambda e: e[1] == "error" and "left the ring" in " ".join(e[2]), 30, t)
+
+    t = now_ms()
+    code, out = c.ringctl(3, "join")
+    assert code == 0, out
+    first_ok(c, 3, t, size=4, timeout=20)
+
+    t = now_ms()
+    c.kill(3, signal.SIGTERM)
+    e = first_ok(c, 0, t, size=3, timeout=10)
+    print(f"SIGTERM to the first step on 3 hosts: {(e[0] - t) / 1000:.2f} s")
+    assert e[0] - t < 8000
+    c.start(3)
+    c.start_rank(3, steps)
+    check_run(c, range(4), steps)
+
+
+def test_below_min_hosts_collectives_fail_at_their_deadline_and_run_again(cluster):
+    c = cluster()
+    c.start_all()
+    steps = 500
+    for i in range(5):
+        c.start_rank(i, steps)
+    c.wait_event(0, lambda e: e[1] == "ok" and int(e[2][0]) >= 20, 60)
+    t = now_ms()
+    for i in (2, 3, 4):
+        c.kill(i)
+    e = c.wait_event(0, lambda e: e[1] == "error" and "min_hosts 3" in " ".join(e[2]), 40, t)
+    assert "only 2 of 5 hosts" in " ".join(e[2]), e
+    assert not ok_events(c, 0, t, size=2), "two hosts of five ran a step"
+    t = now_ms()
+    c.start(4)
+    c.start_rank(4, steps)
+    first_ok(c, 0, t, size=3, timeout=40)
+    for i in (2, 3):
+        c.start(i)
+        c.start_rank(i, steps)
+    schedule = check_run(c, range(5), steps, timeout=180)
+    assert all(bin(m).count("1") >= 3 for m in schedule.values())
+
+
+def test_a_minute_of_random_kills_and_returns(cluster):
+    seed = int(time.time())
+    print(f"seed {seed}")
+    rnd = random.Random(seed)
+    c = cluster()
+    c.start_all()
+    steps = 100000  # more than a minute of steps: the run is stopped by time
+    for i in range(5):
+        c.start_rank(i, steps, step_ms=10, deadline_s=400)
+    c.wait_event(0, lambda e: e[1] == "ok", 60)
+    down = set()
+    end = time.monotonic() + 60
+    events = 0
+    while time.monotonic() < end:
+        time.sleep(rnd.uniform(0.5, 4))
+        if down and (len(down) == 2 or rnd.random() < 0.5):
+            h = rnd.choice(sorted(down))
+            c.start(h)
+            c.start_rank(h, steps, step_ms=10, deadline_s=400)
+            down.discard(h)
+        else:
+            h = rnd.choice(sorted(set(range(5)) - down))
+            c.kill(h, rnd.choice([signal.SIGKILL, signal.SIGTERM]))
+            down.add(h)
+        events += 1
+    for h in sorted(down):
+        c.start(h)
+        c.start_rank(h, steps, step_ms=10, deadline_s=400)
+    # All back: the ring of five runs again.
+    t = now_ms()
+    first_ok(c, 0, t, size=5, timeout=60)
+    print(f"{events} kills and returns; the ring is whole again")
+    logs = {i: c.rank_events(i) for i in range(5)}
+    schedule = replay(logs)
+    assert schedule, "no step ran"
+    for i in range(5):
+        assert not [e for e in logs[i] if e[1] in ("wrong", "deadline")], logs[i][-5:]
