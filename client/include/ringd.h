@@ -60,7 +60,8 @@ extern "C" {
     X(EINPROGRESS, -17, "request still in progress")                                               \
     X(EAUTH, -18, "authentication failed")                                                         \
     X(ECORRUPT, -19, "data corrupted in transit")                                                  \
-    X(EPERM, -20, "not allowed to use this daemon")
+    X(EPERM, -20, "not allowed to use this daemon")                                                \
+    X(ERESIZED, -21, "the ring's membership changed")
 
 typedef enum {
 #define RINGD_ERR_ENUM(name, value, desc) RINGD_##name = value,
@@ -122,10 +123,12 @@ int ringd_connect(const char *socket_path, ringd_client **out);
  * memory returned by ringd_alloc(). NULL is accepted. */
 void ringd_close(ringd_client *c);
 
-/* This process's rank among all clients of all hosts, in [0, ringd_size()). */
+/* This process's rank among all clients of all hosts, in [0, ringd_size()).
+ * In an elastic ring it changes when the membership does: a call that fails
+ * with RINGD_ERESIZED has already updated it (and ringd_size()). */
 int ringd_rank(const ringd_client *c);
 
-/* Number of ranks: the sum of local_clients over the hosts of the ring. */
+/* Number of ranks: the sum of local_clients over the hosts in the ring. */
 int ringd_size(const ringd_client *c);
 
 /* This process's rank on its host, and the number of processes on its host. */
@@ -139,8 +142,17 @@ int ringd_local_size(const ringd_client *c);
  * copy) or be any other memory (copied through a shared staging buffer).
  * Returns 0, or RINGD_EINVAL (bad dtype/op, MEAN on integers), RINGD_ETIMEDOUT,
  * RINGD_ERING (the ring broke), RINGD_EMISMATCH (another rank submitted a
- * different collective), RINGD_ECLOSED (daemon went away), ... On error the
- * contents of buf are unspecified. count 0 is a valid no-op collective. */
+ * different collective), RINGD_ECLOSED (daemon went away), RINGD_ERESIZED
+ * (see below), ... On error the contents of buf are unspecified. count 0 is
+ * a valid no-op collective.
+ *
+ * Elastic rings: when a host leaves or returns, the collective in flight
+ * fails on every rank with RINGD_ERESIZED, once per rank per resize, and a
+ * message such as "ring resized to 3 hosts (3 ranks): h4 unreachable for
+ * 10 s". By then ringd_rank() and ringd_size() give this process's place in
+ * the new ring; the next collective runs on it. This holds for every
+ * collective, blocking or not (ringd_wait() reports it). Restore the state
+ * the ranks agree on and go on (Python: ringd.elastic). */
 int ringd_allreduce(ringd_client *c, void *buf, size_t count, ringd_dtype dtype, ringd_op op);
 
 /* Kinds of collective. Values are on the wire: never renumber. */
@@ -235,6 +247,24 @@ int ringd_iallgather(ringd_client *c, const void *input, void *buf, size_t count
 int ringd_ireduce_scatter(ringd_client *c, const void *input, void *buf, size_t count,
                           ringd_dtype dtype, ringd_op op, ringd_request **req);
 int ringd_ibarrier(ringd_client *c, ringd_request **req);
+
+/* The membership of the ring, for ringd_membership(). */
+typedef struct {
+    uint32_t epoch;           /* the ring epoch the membership was agreed in */
+    int rank, size;           /* this process's rank, and the ranks in the ring */
+    int n_live, n_configured; /* hosts in the ring, hosts in the configuration */
+    uint64_t live;            /* bit i: configured host i is in the ring */
+    int ready;                /* the ring runs collectives now */
+    char hosts[1025];         /* configured host names, space-separated */
+} ringd_membership_info;
+
+/* Asks the daemon for the ring's membership and fills *out; blocks for at
+ * most a few seconds, and waits for no collective (results that arrive
+ * first complete their requests). rank and size are this client's current
+ * values. A daemon that does not run an elastic ring reports every
+ * configured host as live (n_live == n_configured, epoch 0). Returns 0,
+ * RINGD_EINVAL (NULL argument), or a session error (RINGD_ECLOSED, ...). */
+int ringd_membership(ringd_client *c, ringd_membership_info *out);
 
 /* Allocates bytes of memory shared with the daemon, which reads and writes it
  * in place. Aligned to 64 bytes, zero-filled. Returns NULL on failure (see
