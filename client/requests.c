@@ -126,8 +126,9 @@ int requests_wait_status(ringd_client *c, uint64_t id, int64_t deadline, const c
                               what, c->s.path);
         } else if (rc == 0) {
             c->s.broken = RINGD_EPROTO;
-            rc = session_fail(&c->s, RINGD_EPROTO, "%s: ringd at %s sent %s where STATUS was expected",
-                              what, c->s.path, msg_type_name(h.type));
+            rc = session_fail(&c->s, RINGD_EPROTO,
+                              "%s: ringd at %s sent %s where STATUS was expected", what, c->s.path,
+                              msg_type_name(h.type));
         }
         requests_fail_all(c, rc);
         return rc;

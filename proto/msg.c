@@ -20,8 +20,7 @@ _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fram
      MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE + STATUS_MEMBERS_MAX)
 /* The membership block: five counters and left_ring, resize_why, the out
  * ages and the host names. */
-#define STATUS_MEMBERS_MAX                                                                         \
-    (29 + 2 + MSG_MAX_REASON + 1 + 8 * MSG_MAX_DONE + 2 + MSG_MAX_TEXT)
+#define STATUS_MEMBERS_MAX (29 + 2 + MSG_MAX_REASON + 1 + 8 * MSG_MAX_DONE + 2 + MSG_MAX_TEXT)
 _Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
 _Static_assert(12 + 2 + MSG_MAX_TEXT + 12 <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
 

@@ -195,17 +195,17 @@ typedef struct {
     /* Membership of an elastic ring, a trailing block on the wire only when
      * n_live > 0; a body without it (an older daemon) decodes with these 0
      * and "", and n_live 0 means "the daemon does not report membership". */
-    uint32_t members_epoch;                  /* the epoch the membership was agreed in */
-    uint32_t min_hosts;                      /* the ring runs with no fewer hosts */
-    uint32_t n_live;                         /* hosts in the ring */
-    uint64_t live;                           /* bit i: configured host i is in the ring */
-    uint64_t resizes;                        /* membership changes since start */
-    uint8_t left_ring;                       /* this host left (ringctl leave) */
-    char resize_why[MSG_MAX_REASON + 1];     /* the last resize message, "" if none */
-    uint8_t n_out;                           /* entries of out_age_ms, 0..MSG_MAX_DONE */
-    uint64_t out_age_ms[MSG_MAX_DONE];       /* per configured host: ms since it went out
-                                                of the ring, MSG_NO_AGE while in it */
-    char hosts[MSG_MAX_TEXT + 1];            /* configured host names, one space apart */
+    uint32_t members_epoch;              /* the epoch the membership was agreed in */
+    uint32_t min_hosts;                  /* the ring runs with no fewer hosts */
+    uint32_t n_live;                     /* hosts in the ring */
+    uint64_t live;                       /* bit i: configured host i is in the ring */
+    uint64_t resizes;                    /* membership changes since start */
+    uint8_t left_ring;                   /* this host left (ringctl leave) */
+    char resize_why[MSG_MAX_REASON + 1]; /* the last resize message, "" if none */
+    uint8_t n_out;                       /* entries of out_age_ms, 0..MSG_MAX_DONE */
+    uint64_t out_age_ms[MSG_MAX_DONE];   /* per configured host: ms since it went out
+                                            of the ring, MSG_NO_AGE while in it */
+    char hosts[MSG_MAX_TEXT + 1];        /* configured host names, one space apart */
 } msg_status;
 
 /* Decoder and encoder errors: the meanings of frame_err, in a range of their

@@ -28,10 +28,9 @@ typedef union {
     msg_leave_req leave;
 } any_msg;
 
-static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,
-                                MSG_REGISTER,   MSG_UNREGISTER, MSG_COLLECTIVE,
-                                MSG_RESULT,     MSG_STATUS_REQ, MSG_STATUS,
-                                MSG_LEAVE_REQ};
+static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,  MSG_REGISTER,
+                                MSG_UNREGISTER, MSG_COLLECTIVE, MSG_RESULT, MSG_STATUS_REQ,
+                                MSG_STATUS,     MSG_LEAVE_REQ};
 #define N_TYPES (sizeof all_types / sizeof *all_types)
 
 static void fill(char *dst, size_t n, char c)
@@ -597,7 +596,7 @@ Test(msg, status_membership_block_starts_with_its_counters)
     const uint8_t *p = buf + n - STATUS_MEMBERS;
 
     cr_assert_eq(p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3], (int)0xa1a2a3a4u);
-    cr_assert_eq(p[7], 3);    /* min_hosts */
+    cr_assert_eq(p[7], 3);     /* min_hosts */
     cr_assert_eq(p[11], 0xfe); /* n_live */
     cr_assert_eq(p[12], 0xb1); /* live */
     cr_assert_eq(p[28], 1);    /* left_ring */
@@ -617,8 +616,7 @@ Test(msg, status_rejects_every_truncated_membership_block)
         msg_header c = h;
         c.length -= cut;
         cr_assert_eq(decode_exact(&c, buf + MSG_HEADER_SIZE, &out),
-                     cut == STATUS_MEMBERS ? MSG_OK : MSG_EMALFORMED, "block cut by %u bytes",
-                     cut);
+                     cut == STATUS_MEMBERS ? MSG_OK : MSG_EMALFORMED, "block cut by %u bytes", cut);
     }
 }
 
