@@ -617,8 +617,9 @@ class Connection:
              "live": ["h1", ...],     # those in the ring
              "out": ["h4"]}           # those out of it
 
-        A daemon without elastic rings reports every host live and epoch 0.
-        rank and size of the connection are refreshed too."""
+        A daemon without elastic rings reports every host live and epoch 0,
+        and hosts it does not name are "#1", "#2", ... by position. rank and
+        size of the connection are refreshed too."""
         state = self._state
         info = _lib.MembershipInfo()
         with state.lock:
@@ -628,8 +629,9 @@ class Connection:
             if rc < 0:
                 raise state.lib.error(rc, state.ptr)
         hosts = info.hosts.decode("utf-8", "replace").split()
-        if not hosts:  # a daemon that does not name its hosts
-            hosts = [f"host{i}" for i in range(info.n_configured)]
+        # A daemon that does not name its hosts (or a list cut short): by
+        # position, as ringctl status shows them.
+        hosts += [f"#{i + 1}" for i in range(len(hosts), info.n_configured)]
         inside = [i < 64 and bool(info.live >> i & 1) for i in range(len(hosts))]
         return {
             "epoch": info.epoch,
