@@ -6,6 +6,8 @@
  * session.c (messages on the socket), region.c (shared memory on this side),
  * requests.c (outstanding requests and replies), shm.c (regions registered
  * with the daemon, staging), collective.c (the collectives), client.c.
+ * ringd_membership() is here too: it asks the daemon's STATUS over the
+ * client's own session.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -128,4 +130,41 @@ int ringd_local_size(const ringd_client *c)
 const char *ringd_last_error(const ringd_client *c)
 {
     return c ? c->s.err : connect_err;
+}
+
+int ringd_membership(ringd_client *c, ringd_membership_info *out)
+{
+    const char *what = "membership";
+    if (!c || !out) return RINGD_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (c->s.broken) return requests_broken(c, what);
+
+    /* A STATUS is answered at once, ahead of collectives still in flight,
+     * whose results may come before or after it. */
+    msg_status_req m = {.id = c->next_id++};
+    uint8_t buf[SESSION_MSG_MAX];
+    int64_t deadline = session_deadline(SESSION_REQUEST_TIMEOUT_MS);
+    int n = msg_encode_status_req(buf, sizeof buf, &m);
+    int rc = n < 0 ? session_fail(&c->s, RINGD_EPROTO, "%s: cannot encode STATUS_REQ", what)
+                   : session_send(&c->s, buf, (size_t)n, -1, deadline, what);
+    if (rc < 0) return rc;
+    msg_status *st = malloc(sizeof *st);
+    if (!st) return session_fail(&c->s, RINGD_ENOMEM, "%s: out of memory", what);
+    rc = requests_wait_status(c, m.id, deadline, what, st);
+    if (rc == 0) {
+        out->epoch = st->members_epoch;
+        out->rank = c->w.rank;
+        out->size = c->w.size;
+        out->n_configured = (int)st->n_hosts;
+        /* A daemon that does not report membership runs every host. */
+        out->n_live = st->n_live ? (int)st->n_live : (int)st->n_hosts;
+        if (st->n_live)
+            out->live = st->live;
+        else
+            out->live = st->n_hosts >= 64 ? UINT64_MAX : (UINT64_C(1) << st->n_hosts) - 1;
+        out->ready = !st->waiting[0] && !st->left_ring;
+        snprintf(out->hosts, sizeof out->hosts, "%s", st->hosts);
+    }
+    free(st);
+    return rc;
 }

@@ -53,11 +53,38 @@ void requests_fail_all(ringd_client *c, int code)
     }
 }
 
-/* Reads one RESULT and completes the request it answers; fills *r. */
+_Static_assert(MSG_STATUS_RESIZED == RINGD_ERESIZED, "proto/msg.h knows RINGD_ERESIZED");
+
+/* A resize moved this session in the ring: it takes its new place before
+ * the call that failed returns, so that the caller's next collective is
+ * sized for the new ring. A trailer that names no possible rank (or none,
+ * from an older daemon) leaves the old place. */
+static void note_result(ringd_client *c, const msg_result *r)
+{
+    if (r->status != RINGD_ERESIZED || r->size <= 0 || r->rank < 0 || r->rank >= r->size) return;
+    c->w.rank = r->rank;
+    c->w.size = r->size;
+}
+
+/* Reads one RESULT into *r; 0, or the code that failed every request. */
 static int read_result(ringd_client *c, msg_result *r, int64_t deadline, const char *what)
 {
     int rc = session_recv_result(&c->s, r, deadline, what);
-    if (rc < 0) requests_fail_all(c, rc);
+    if (rc < 0)
+        requests_fail_all(c, rc);
+    else
+        note_result(c, r);
+    return rc;
+}
+
+/* r answers no outstanding request: the daemon and we are out of step. */
+static int not_outstanding(ringd_client *c, const msg_result *r, const char *what)
+{
+    c->s.broken = RINGD_EPROTO;
+    int rc = session_fail(&c->s, RINGD_EPROTO,
+                          "%s: ringd at %s answered request %llu, which is not outstanding", what,
+                          c->s.path, (unsigned long long)r->id);
+    requests_fail_all(c, rc);
     return rc;
 }
 
@@ -71,14 +98,40 @@ int requests_wait_reply(ringd_client *c, uint64_t id, int64_t deadline, const ch
             if (r.status < 0) session_fail(&c->s, r.status, "%s", r.text[0] ? r.text : what);
             return r.status;
         }
-        if (complete(c, &r) < 0) {
+        if (complete(c, &r) < 0) return not_outstanding(c, &r, what);
+    }
+}
+
+int requests_wait_status(ringd_client *c, uint64_t id, int64_t deadline, const char *what,
+                         msg_status *st)
+{
+    for (;;) {
+        msg_header h;
+        uint8_t body[MSG_MAX_BODY];
+        msg_result r;
+        int rc = session_recv(&c->s, &h, body, deadline, what);
+        if (rc == 0 && h.type == MSG_RESULT) {
+            rc = session_decode_result(&c->s, &h, body, &r, what);
+            if (rc == 0) {
+                note_result(c, &r);
+                if (complete(c, &r) < 0) return not_outstanding(c, &r, what);
+                continue;
+            }
+        } else if (rc == 0 && h.type == MSG_STATUS) {
+            if (msg_decode_status(&h, body, st) == MSG_OK && st->id == id) return 0;
             c->s.broken = RINGD_EPROTO;
             rc = session_fail(&c->s, RINGD_EPROTO,
-                              "%s: ringd at %s answered request %llu, which is not outstanding",
-                              what, c->s.path, (unsigned long long)r.id);
-            requests_fail_all(c, rc);
-            return rc;
+                              "%s: ringd at %s sent a malformed STATUS or one for another request "
+                              "(are the daemon and libringd the same version?)",
+                              what, c->s.path);
+        } else if (rc == 0) {
+            c->s.broken = RINGD_EPROTO;
+            rc = session_fail(&c->s, RINGD_EPROTO,
+                              "%s: ringd at %s sent %s where STATUS was expected", what, c->s.path,
+                              msg_type_name(h.type));
         }
+        requests_fail_all(c, rc);
+        return rc;
     }
 }
 
@@ -123,12 +176,6 @@ int requests_read_one(ringd_client *c, int64_t deadline, const char *what)
     msg_result r;
     int rc = read_result(c, &r, deadline, what);
     if (rc < 0) return rc;
-    if (complete(c, &r) < 0) {
-        c->s.broken = RINGD_EPROTO;
-        rc = session_fail(&c->s, RINGD_EPROTO,
-                          "%s: ringd at %s answered request %llu, which is not outstanding", what,
-                          c->s.path, (unsigned long long)r.id);
-        requests_fail_all(c, rc);
-    }
+    if (complete(c, &r) < 0) rc = not_outstanding(c, &r, what);
     return rc;
 }

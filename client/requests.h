@@ -22,6 +22,12 @@ void requests_unlink(ringd_client *c, struct ringd_request *q);
  * results come first. Returns its status (message in c->s.err). */
 int requests_wait_reply(ringd_client *c, uint64_t id, int64_t deadline, const char *what);
 
+/* Waits for the STATUS answering STATUS_REQ id, into *st, completing the
+ * collectives whose results come first. Returns 0 or the code of a failure
+ * that failed every outstanding request. */
+int requests_wait_status(ringd_client *c, uint64_t id, int64_t deadline, const char *what,
+                         msg_status *st);
+
 /* Reads one RESULT and completes the request it answers. Returns 0, or the
  * code of a failure that failed every outstanding request. */
 int requests_read_one(ringd_client *c, int64_t deadline, const char *what);

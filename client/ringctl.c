@@ -3,13 +3,15 @@
  * a command, and what the commands share (ringctl.h).
  *
  *   ringctl [--socket PATH] status [--json]
+ *   ringctl [--socket PATH] leave | join
  *   ringctl [--socket PATH] allreduce [--count N] [--dtype T] [--op O] ...
  *   ringctl [--socket PATH] broadcast | allgather | reduce_scatter | barrier ...
  *   ringctl checkpoints [--sizes] DIR
  *   ringctl --version
  *
  * Each command has its own file. `status` (ringctl_status.c) opens its own
- * observer session (it is not a rank) and prints the daemon's MSG_STATUS.
+ * observer session (it is not a rank) and prints the daemon's MSG_STATUS;
+ * `leave` and `join` (ringctl_leave.c) do the same with MSG_LEAVE_REQ.
  * The collective commands (ringctl_bench.c) make this process a rank like
  * any training process, check every result and report the median time and
  * bandwidth. `checkpoints` (ringctl_checkpoints.c) reads the directories of
@@ -28,12 +30,14 @@
 #include "ringctl.h"
 #include "ringctl_bench.h"
 #include "ringctl_checkpoints.h"
+#include "ringctl_leave.h"
 #include "ringctl_status.h"
 #include "ringd.h"
 #include "session.h"
 
 #define COMMAND_NAMES                                                                              \
-    "status, allreduce, broadcast, allgather, reduce_scatter, barrier or checkpoints"
+    "status, leave, join, allreduce, broadcast, allgather, reduce_scatter, barrier or "            \
+    "checkpoints"
 
 static const char usage_main[] =
     "Usage: ringctl [--socket PATH] COMMAND [OPTIONS]\n"
@@ -43,6 +47,8 @@ static const char usage_main[] =
     "\n"
     "Commands:\n"
     "  status          show the state of the ring as this host's daemon sees it\n"
+    "  leave           take this host out of its elastic ring now (until join)\n"
+    "  join            bring this host back into its elastic ring\n"
     "  allreduce       run and verify allreduces as one rank; print the bandwidth\n"
     "  broadcast       the same for broadcasts from one rank to all\n"
     "  allgather       the same for allgathers\n"
@@ -132,6 +138,8 @@ int main(int argc, char **argv)
     argc -= optind;
     argv += optind;
     if (strcmp(cmd, "status") == 0) return status_command(path, argc, argv);
+    if (strcmp(cmd, "leave") == 0 || strcmp(cmd, "join") == 0)
+        return leave_command(path, argc, argv);
     if (strcmp(cmd, "checkpoints") == 0) return ckpt_command(argc, argv);
     const bench_cmd *coll = bench_find(cmd);
     if (coll) return bench_command(coll, path, argc, argv);

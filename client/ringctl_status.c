@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ringctl.h"
 #include "ringctl_status.h"
@@ -21,7 +22,10 @@ static const char usage_status[] =
     "seconds and the last collective failure; then, for stragglers, the recent\n"
     "collectives: how long each took here and how long this host waited for its\n"
     "left neighbour's data (about 0: that neighbour was there first, so this host\n"
-    "or one before it came last). Connects as an observer: it takes no rank.\n"
+    "or one before it came last). In an elastic ring, also how many hosts are in\n"
+    "the ring, which are out and for how long, whether this host left it\n"
+    "(ringctl leave), and the last resize. Connects as an observer: it takes no\n"
+    "rank.\n"
     "\n"
     "Options:\n"
     "  -j, --json         print one JSON object with every field instead\n"
@@ -79,6 +83,58 @@ static void put_link(const char *side, const char *name, int state, uint64_t age
     putchar('\n');
 }
 
+/* Name i of the configured hosts (STATUS's space-separated list) into out;
+ * "#i+1" where the list is short (truncated, or from an older daemon). */
+static void host_name(const msg_status *st, unsigned i, char *out, size_t len)
+{
+    const char *p = st->hosts;
+    for (unsigned k = 0; *p; k++) {
+        size_t n = strcspn(p, " ");
+        if (k == i) {
+            snprintf(out, len, "%.*s", (int)n, p);
+            return;
+        }
+        p += n;
+        p += strspn(p, " ");
+    }
+    snprintf(out, len, "#%u", i + 1);
+}
+
+static int host_live(const msg_status *st, unsigned i)
+{
+    return i < 64 && (st->live >> i & 1);
+}
+
+/* An elastic ring: which hosts are out of it, since when, and its last
+ * resize. Nothing from a daemon that does not report membership. */
+static void print_membership(const msg_status *st)
+{
+    char name[MSG_MAX_NAME + 1];
+    if (st->n_live == 0) return;
+    if (st->left_ring) printf("left the ring (ringctl join to return)\n");
+    if (st->n_live < st->n_hosts) {
+        printf("hosts: %" PRIu32 " of %" PRIu32 " in the ring (min_hosts %" PRIu32 ")\n",
+               st->n_live, st->n_hosts, st->min_hosts);
+        for (unsigned i = 0; i < st->n_hosts && i < 64; i++) {
+            if (host_live(st, i)) continue;
+            host_name(st, i, name, sizeof name);
+            printf("out: ");
+            ringctl_put_text(name);
+            if (i < st->n_out && st->out_age_ms[i] != MSG_NO_AGE) {
+                printf(" for ");
+                put_duration(st->out_age_ms[i]);
+            }
+            putchar('\n');
+        }
+    }
+    if (st->resize_why[0]) {
+        printf("last resize (%" PRIu64 " since start, membership epoch %" PRIu32 "): ", st->resizes,
+               st->members_epoch);
+        ringctl_put_text(st->resize_why);
+        putchar('\n');
+    }
+}
+
 static void print_status(const msg_status *st)
 {
     printf("cluster ");
@@ -89,6 +145,7 @@ static void print_status(const msg_status *st)
            st->host_index + 1, st->n_hosts, st->epoch, st->next_seq);
     put_link("left  ", st->left, st->left_state, st->left_age_ms, st->left_reason);
     put_link("right ", st->right, st->right_state, st->right_age_ms, st->right_reason);
+    print_membership(st);
     if (st->waiting[0]) {
         printf("ring not ready: ");
         ringctl_put_text(st->waiting);
@@ -196,6 +253,46 @@ static void put_json_string(const char *str)
     putchar('"');
 }
 
+/* The membership keys; live_hosts and out_hosts are null from a daemon that
+ * does not report membership. */
+static void print_membership_json(const msg_status *st)
+{
+    char name[MSG_MAX_NAME + 1];
+    printf(",\"members_epoch\":%" PRIu32 ",\"min_hosts\":%" PRIu32 ",\"resizes\":%" PRIu64
+           ",\"left_ring\":%s,\"last_resize\":",
+           st->members_epoch, st->min_hosts, st->resizes, st->left_ring ? "true" : "false");
+    put_json_string(st->resize_why);
+    if (st->n_live == 0) {
+        printf(",\"live_hosts\":null,\"out_hosts\":null");
+        return;
+    }
+    printf(",\"live_hosts\":[");
+    int first = 1;
+    for (unsigned i = 0; i < st->n_hosts && i < 64; i++) {
+        if (!host_live(st, i)) continue;
+        host_name(st, i, name, sizeof name);
+        printf("%s", first ? "" : ",");
+        put_json_string(name);
+        first = 0;
+    }
+    printf("],\"out_hosts\":[");
+    first = 1;
+    for (unsigned i = 0; i < st->n_hosts && i < 64; i++) {
+        if (host_live(st, i)) continue;
+        host_name(st, i, name, sizeof name);
+        printf("%s{\"name\":", first ? "" : ",");
+        put_json_string(name);
+        printf(",\"out_s\":");
+        if (i < st->n_out && st->out_age_ms[i] != MSG_NO_AGE)
+            printf("%.3f", (double)st->out_age_ms[i] / 1000);
+        else
+            printf("null");
+        putchar('}');
+        first = 0;
+    }
+    putchar(']');
+}
+
 static void print_status_json(const msg_status *st)
 {
     printf("{\"id\":%" PRIu64 ",\"cluster\":", st->id);
@@ -250,7 +347,9 @@ static void print_status_json(const msg_status *st)
     printf(",\"done\":[");
     for (unsigned i = 0; i < st->n_done; i++)
         printf("%s%" PRIu64, i ? "," : "", st->done[i]);
-    printf("]}\n");
+    printf("]");
+    print_membership_json(st);
+    printf("}\n");
 }
 
 /* Fetches the daemon's status over an observer session. */

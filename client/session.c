@@ -210,8 +210,7 @@ static int malformed(session *s, const char *what, const char *type, int err)
                                   what, s->path, type, msg_strerror(err)));
 }
 
-int session_expect(session *s, int type, msg_header *h, uint8_t *body, int64_t deadline,
-                   const char *what)
+int session_recv(session *s, msg_header *h, uint8_t *body, int64_t deadline, const char *what)
 {
     uint8_t head[MSG_HEADER_SIZE];
     int rc = recv_exact(s, head, sizeof head, deadline, what);
@@ -236,6 +235,14 @@ int session_expect(session *s, int type, msg_header *h, uint8_t *body, int64_t d
                      e.text[0] ? e.text : ringd_strerror(e.code));
         return breaks(s, e.code < 0 ? e.code : RINGD_EPROTO);
     }
+    return 0;
+}
+
+int session_expect(session *s, int type, msg_header *h, uint8_t *body, int64_t deadline,
+                   const char *what)
+{
+    int rc = session_recv(s, h, body, deadline, what);
+    if (rc < 0) return rc;
     if (h->type != type)
         return breaks(s, session_fail(s, RINGD_EPROTO,
                                       "%s: ringd at %s sent %s where %s was expected "
@@ -269,13 +276,10 @@ int session_readable(session *s, int64_t deadline, const char *what)
     return rc > 0;
 }
 
-int session_recv_result(session *s, msg_result *r, int64_t deadline, const char *what)
+int session_decode_result(session *s, const msg_header *h, const uint8_t *body, msg_result *r,
+                          const char *what)
 {
-    msg_header h;
-    uint8_t body[MSG_MAX_BODY];
-    int rc = session_expect(s, MSG_RESULT, &h, body, deadline, what);
-    if (rc < 0) return rc;
-    if (msg_decode_result(&h, body, r) != MSG_OK)
+    if (msg_decode_result(h, body, r) != MSG_OK)
         return malformed(s, what, "RESULT ", MSG_EMALFORMED);
     if (r->status > 0)
         return breaks(s, session_fail(s, RINGD_EPROTO,
@@ -283,6 +287,14 @@ int session_recv_result(session *s, msg_result *r, int64_t deadline, const char 
                                       "code",
                                       what, s->path, (int)r->status));
     return 0;
+}
+
+int session_recv_result(session *s, msg_result *r, int64_t deadline, const char *what)
+{
+    msg_header h;
+    uint8_t body[MSG_MAX_BODY];
+    int rc = session_expect(s, MSG_RESULT, &h, body, deadline, what);
+    return rc < 0 ? rc : session_decode_result(s, &h, body, r, what);
 }
 
 int session_result(session *s, uint64_t id, int64_t deadline, const char *what)

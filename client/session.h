@@ -53,6 +53,11 @@ void session_close(session *s);
 int session_send(session *s, const uint8_t *msg, size_t len, int pass_fd, int64_t deadline,
                  const char *what);
 
+/* Receives one message of any type into *h and body (MSG_MAX_BODY bytes);
+ * the caller dispatches on h->type. A MSG_ERROR returns the daemon's code
+ * with its text in s->err; end of stream RINGD_ECLOSED. */
+int session_recv(session *s, msg_header *h, uint8_t *body, int64_t deadline, const char *what);
+
 /* Receives one message of the type `type` into *h and body (MSG_MAX_BODY
  * bytes). A MSG_ERROR instead returns the daemon's code with its text in
  * s->err; end of stream RINGD_ECLOSED; anything else unexpected RINGD_EPROTO. */
@@ -67,6 +72,11 @@ int session_result(session *s, uint64_t id, int64_t deadline, const char *what);
 /* Receives one RESULT into *r, whatever its id; 0 or a code that broke the
  * session (an ERROR from the daemon, a closed socket, a malformed reply). */
 int session_recv_result(session *s, msg_result *r, int64_t deadline, const char *what);
+
+/* Decodes a received RESULT into *r: 0, or RINGD_EPROTO (malformed, or a
+ * positive status), which breaks the session. */
+int session_decode_result(session *s, const msg_header *h, const uint8_t *body, msg_result *r,
+                          const char *what);
 
 /* Waits until a message starts to arrive: 1, 0 at the deadline, or a code. */
 int session_readable(session *s, int64_t deadline, const char *what);

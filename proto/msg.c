@@ -17,9 +17,12 @@ _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fram
 #define STATUS_MAX_BODY                                                                            \
     (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 +                                         \
      (40 + 2 + MSG_MAX_NAME) * MSG_MAX_RECENT + 2 * (2 + MSG_MAX_REASON) + 32 + 2 +                \
-     MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE)
+     MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE + STATUS_MEMBERS_MAX)
+/* The membership block: five counters and left_ring, resize_why, the out
+ * ages and the host names. */
+#define STATUS_MEMBERS_MAX (29 + 2 + MSG_MAX_REASON + 1 + 8 * MSG_MAX_DONE + 2 + MSG_MAX_TEXT)
 _Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
-_Static_assert(8 + 2 + MSG_MAX_TEXT <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
+_Static_assert(12 + 2 + MSG_MAX_TEXT + 12 <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
 
 const char *msg_strerror(int err)
 {
@@ -65,6 +68,8 @@ const char *msg_type_name(int type)
         return "STATUS_REQ";
     case MSG_STATUS:
         return "STATUS";
+    case MSG_LEAVE_REQ:
+        return "LEAVE_REQ";
     }
     return "UNKNOWN";
 }
@@ -82,7 +87,7 @@ int msg_decode_header(const uint8_t *buf, size_t len, msg_header *out)
 
     if (get_u32(buf) != MSG_MAGIC) return MSG_EMAGIC;
     if (out->version != MSG_VERSION) return MSG_EVERSION;
-    if (out->type < MSG_HELLO || out->type > MSG_STATUS) return MSG_ETYPE;
+    if (out->type < MSG_HELLO || out->type > MSG_LEAVE_REQ) return MSG_ETYPE;
     if (out->length > MSG_MAX_BODY) return MSG_ELENGTH;
     return MSG_OK;
 }
@@ -267,6 +272,14 @@ int msg_encode_result(uint8_t *buf, size_t cap, const msg_result *m)
     wr_u64(&w, m->id);
     wr_i32(&w, m->status);
     wr_str(&w, m->text, MSG_MAX_TEXT);
+    /* Only a resize moves the session in the ring; size 0 is "not known",
+     * which is the absence of the trailer, so that one message has one
+     * encoding. */
+    if (m->status == MSG_STATUS_RESIZED && m->size > 0) {
+        wr_u32(&w, m->members_epoch);
+        wr_i32(&w, m->rank);
+        wr_i32(&w, m->size);
+    }
     return finish(&w, MSG_RESULT);
 }
 
@@ -277,6 +290,15 @@ int msg_decode_result(const msg_header *h, const uint8_t *body, msg_result *out)
     out->id = rd_u64(&r);
     out->status = rd_i32(&r);
     rd_str(&r, out->text, MSG_MAX_TEXT);
+    out->members_epoch = 0;
+    out->rank = out->size = 0;
+    /* A daemon from before elastic rings sends no trailer. */
+    if (out->status == MSG_STATUS_RESIZED && !r.bad && r.left > 0) {
+        out->members_epoch = rd_u32(&r);
+        out->rank = rd_i32(&r);
+        out->size = rd_i32(&r);
+        if (out->size <= 0) r.bad = 1;
+    }
     return done(&r);
 }
 
@@ -350,6 +372,20 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
     wr_u8(&w, nd);
     for (uint8_t i = 0; i < nd; i++)
         wr_u64(&w, m->done[i]);
+    if (m->n_live > 0) {
+        wr_u32(&w, m->members_epoch);
+        wr_u32(&w, m->min_hosts);
+        wr_u32(&w, m->n_live);
+        wr_u64(&w, m->live);
+        wr_u64(&w, m->resizes);
+        wr_u8(&w, m->left_ring);
+        wr_str(&w, m->resize_why, MSG_MAX_REASON);
+        uint8_t no = m->n_out < MSG_MAX_DONE ? m->n_out : MSG_MAX_DONE;
+        wr_u8(&w, no);
+        for (uint8_t i = 0; i < no; i++)
+            wr_u64(&w, m->out_age_ms[i]);
+        wr_str(&w, m->hosts, MSG_MAX_TEXT);
+    }
     return finish(&w, MSG_STATUS);
 }
 
@@ -411,5 +447,49 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
     }
     for (uint8_t i = 0; i < out->n_done; i++)
         out->done[i] = rd_u64(&r);
+    out->members_epoch = out->min_hosts = out->n_live = 0;
+    out->live = out->resizes = 0;
+    out->left_ring = 0;
+    out->resize_why[0] = out->hosts[0] = '\0';
+    out->n_out = 0;
+    /* The membership block, absent from an older daemon and when this one
+     * does not report membership (n_live 0 is never sent). */
+    if (!r.bad && r.left > 0) {
+        out->members_epoch = rd_u32(&r);
+        out->min_hosts = rd_u32(&r);
+        out->n_live = rd_u32(&r);
+        if (out->n_live == 0) r.bad = 1;
+        out->live = rd_u64(&r);
+        out->resizes = rd_u64(&r);
+        out->left_ring = rd_u8(&r);
+        rd_str(&r, out->resize_why, MSG_MAX_REASON);
+        out->n_out = rd_u8(&r);
+        if (out->n_out > MSG_MAX_DONE) {
+            out->n_out = 0;
+            r.bad = 1;
+        }
+        for (uint8_t i = 0; i < out->n_out; i++)
+            out->out_age_ms[i] = rd_u64(&r);
+        rd_str(&r, out->hosts, MSG_MAX_TEXT);
+    }
+    return done(&r);
+}
+
+int msg_encode_leave_req(uint8_t *buf, size_t cap, const msg_leave_req *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_u8(&w, m->action);
+    return finish(&w, MSG_LEAVE_REQ);
+}
+
+int msg_decode_leave_req(const msg_header *h, const uint8_t *body, msg_leave_req *out)
+{
+    bytes_reader r = reader(h, MSG_LEAVE_REQ, body);
+
+    out->id = rd_u64(&r);
+    out->action = rd_u8(&r);
     return done(&r);
 }

@@ -11,7 +11,7 @@
  * A session: the client sends HELLO, the daemon answers WELCOME (or ERROR and
  * closes). Then every request carries a client-chosen id and gets exactly one
  * reply carrying the same id, in order: RESULT for REGISTER, UNREGISTER and
- * COLLECTIVE; STATUS for STATUS_REQ.
+ * COLLECTIVE, LEAVE_REQ; STATUS for STATUS_REQ.
  */
 #ifndef RINGD_PROTO_MSG_H
 #define RINGD_PROTO_MSG_H
@@ -22,7 +22,7 @@
 #define MSG_MAGIC 0x52474443u /* "RGDC" */
 #define MSG_VERSION 2
 #define MSG_HEADER_SIZE 12
-#define MSG_MAX_BODY 4096
+#define MSG_MAX_BODY 8192
 #define MSG_MAX_NAME 64   /* host names, collective names */
 #define MSG_MAX_TEXT 1024 /* error messages */
 
@@ -36,7 +36,18 @@ typedef enum {
     MSG_RESULT = 7,     /* daemon -> client: outcome of a request */
     MSG_STATUS_REQ = 8, /* client -> daemon: the ring's state (ringctl status) */
     MSG_STATUS = 9,     /* daemon -> client */
+    MSG_LEAVE_REQ = 10, /* client -> daemon: this host leaves or rejoins the ring (ringctl) */
 } msg_type;
+
+/* The status of a RESULT that carries the resize trailer: RINGD_ERESIZED of
+ * ringd.h, which proto/ does not include (client.c checks they agree). */
+#define MSG_STATUS_RESIZED (-21)
+
+/* LEAVE_REQ actions. Values are on the wire. */
+typedef enum {
+    MSG_LEAVE = 1, /* leave the ring now, and stay out until JOIN */
+    MSG_JOIN = 2,  /* return to the ring */
+} msg_leave_action;
 
 /* Kinds of collective. Values are on the wire. */
 typedef enum {
@@ -107,11 +118,22 @@ typedef struct {
     uint64_t id;
     int32_t status;              /* 0 or RINGD_E* */
     char text[MSG_MAX_TEXT + 1]; /* the error message, "" on success */
+    /* The resize trailer: on the wire only when status is MSG_STATUS_RESIZED
+     * and size > 0 (0 when absent, e.g. from an older daemon). The session's
+     * place in the new ring, for the client to update before the failed
+     * call returns. */
+    uint32_t members_epoch; /* the epoch in which the new membership was agreed */
+    int32_t rank, size;     /* this session's new rank, and the ranks in the new ring */
 } msg_result;
 
 typedef struct {
     uint64_t id;
 } msg_status_req;
+
+typedef struct {
+    uint64_t id;
+    uint8_t action; /* msg_leave_action; the daemon answers another with RINGD_EINVAL */
+} msg_leave_req;
 
 /* Connection state of a ring link, as shown by ringctl status. */
 typedef enum {
@@ -170,6 +192,20 @@ typedef struct {
     char waiting[MSG_MAX_WAITING + 1];  /* not ready: what the ring waits for */
     uint8_t n_done;                     /* hosts in done, 0..MSG_MAX_DONE */
     uint64_t done[MSG_MAX_DONE];        /* collectives each host completed in the epoch */
+    /* Membership of an elastic ring, a trailing block on the wire only when
+     * n_live > 0; a body without it (an older daemon) decodes with these 0
+     * and "", and n_live 0 means "the daemon does not report membership". */
+    uint32_t members_epoch;              /* the epoch the membership was agreed in */
+    uint32_t min_hosts;                  /* the ring runs with no fewer hosts */
+    uint32_t n_live;                     /* hosts in the ring */
+    uint64_t live;                       /* bit i: configured host i is in the ring */
+    uint64_t resizes;                    /* membership changes since start */
+    uint8_t left_ring;                   /* this host left (ringctl leave) */
+    char resize_why[MSG_MAX_REASON + 1]; /* the last resize message, "" if none */
+    uint8_t n_out;                       /* entries of out_age_ms, 0..MSG_MAX_DONE */
+    uint64_t out_age_ms[MSG_MAX_DONE];   /* per configured host: ms since it went out
+                                            of the ring, MSG_NO_AGE while in it */
+    char hosts[MSG_MAX_TEXT + 1];        /* configured host names, one space apart */
 } msg_status;
 
 /* Decoder and encoder errors: the meanings of frame_err, in a range of their
@@ -205,6 +241,7 @@ int msg_encode_collective(uint8_t *buf, size_t cap, const msg_collective *m);
 int msg_encode_result(uint8_t *buf, size_t cap, const msg_result *m);
 int msg_encode_status_req(uint8_t *buf, size_t cap, const msg_status_req *m);
 int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m);
+int msg_encode_leave_req(uint8_t *buf, size_t cap, const msg_leave_req *m);
 
 /* Decoders take the header and its body and return MSG_OK or MSG_EMALFORMED
  * (the body does not have the type's layout: wrong size, bad string).
@@ -219,5 +256,6 @@ int msg_decode_collective(const msg_header *h, const uint8_t *body, msg_collecti
 int msg_decode_result(const msg_header *h, const uint8_t *body, msg_result *out);
 int msg_decode_status_req(const msg_header *h, const uint8_t *body, msg_status_req *out);
 int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out);
+int msg_decode_leave_req(const msg_header *h, const uint8_t *body, msg_leave_req *out);
 
 #endif /* RINGD_PROTO_MSG_H */

@@ -76,12 +76,17 @@ static void send_all(int fd, const uint8_t *buf, int n)
     }
 }
 
+static void send_msg_result(int fd, const msg_result *r)
+{
+    uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
+    send_all(fd, buf, msg_encode_result(buf, sizeof buf, r));
+}
+
 static void send_result(int fd, uint64_t id, int32_t status, const char *text)
 {
     msg_result r = {.id = id, .status = status};
     snprintf(r.text, sizeof r.text, "%s", text ? text : "");
-    uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
-    send_all(fd, buf, msg_encode_result(buf, sizeof buf, &r));
+    send_msg_result(fd, &r);
 }
 
 static void send_error(int fd, int32_t code, const char *text)
@@ -181,9 +186,18 @@ static int on_collective(fake_daemon *f, int conn, const msg_collective *m)
     case COLL_KEEP:
         send_result(conn, m->id, 0, "");
         return 0;
-    case COLL_FAIL:
-        send_result(conn, m->id, f->reply_code, f->reply_text);
+    case COLL_FAIL: {
+        /* The trailer goes only with RINGD_ERESIZED (msg_encode_result). */
+        msg_result res = {.id = m->id,
+                          .status = f->reply_code,
+                          .members_epoch = f->reply_epoch,
+                          .rank = f->reply_rank,
+                          .size = f->reply_size};
+        snprintf(res.text, sizeof res.text, "%s", f->reply_text);
+        send_msg_result(conn, &res);
+        if (f->fail_count > 0 && --f->fail_count == 0) f->coll_action = COLL_KEEP;
         return 0;
+    }
     case COLL_WRONG_ID:
         send_result(conn, m->id + 7, 0, "");
         return 0;
@@ -211,6 +225,7 @@ static int on_message(fake_daemon *f, int conn, const msg_header *h, const uint8
         msg_unregister unreg;
         msg_collective coll;
         msg_status_req sreq;
+        msg_leave_req leave;
     } m;
     switch (h->type) {
     case MSG_REGISTER:
@@ -232,6 +247,12 @@ static int on_message(fake_daemon *f, int conn, const msg_header *h, const uint8
         send_all(conn, buf, msg_encode_status(buf, sizeof buf, &st));
         return 0;
     }
+    case MSG_LEAVE_REQ:
+        if (msg_decode_leave_req(h, body, &m.leave) != MSG_OK) break;
+        f->leave = m.leave;
+        f->n_leaves++;
+        send_result(conn, m.leave.id, f->leave_code, f->leave_text);
+        return 0;
     default:
         break;
     }

@@ -67,6 +67,11 @@ typedef struct {
     fake_coll_action coll_action;
     int32_t reply_code;
     char reply_text[MSG_MAX_TEXT + 1];
+    uint32_t reply_epoch;           /* COLL_FAIL with RINGD_ERESIZED: the resize trailer, */
+    int32_t reply_rank, reply_size; /* sent when reply_size > 0 */
+    int fail_count;                 /* COLL_FAIL: only so many fail (0: all), then COLL_KEEP */
+    int32_t leave_code;             /* RESULT status for LEAVE_REQ, 0 by default */
+    char leave_text[MSG_MAX_TEXT + 1];
     int32_t register_code; /* RESULT status for REGISTER, 0 by default */
     msg_status status;     /* the answer to STATUS_REQ (its id is set by the fake) */
 
@@ -81,6 +86,8 @@ typedef struct {
     int n_unregisters;
     msg_collective colls[FAKE_MAX_LOG];
     int n_colls;
+    msg_leave_req leave; /* the last LEAVE_REQ */
+    int n_leaves;
     int region_seals;              /* F_GET_SEALS of the last registered memfd */
     long long region_fd_size;      /* its st_size */
     uint8_t unregistered_head[64]; /* the first bytes of the last unregistered region */

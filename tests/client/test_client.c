@@ -37,6 +37,7 @@ static void stop(void)
 TestSuite(connect, .init = start, .fini = stop, .timeout = 30);
 TestSuite(alloc, .init = start, .fini = stop, .timeout = 30);
 TestSuite(allreduce, .init = start, .fini = stop, .timeout = 30);
+TestSuite(elastic, .init = start, .fini = stop, .timeout = 30);
 
 static ringd_client *connect_ok(void)
 {
@@ -470,4 +471,158 @@ Test(allreduce, accepts_null_clients_and_close_of_null)
     cr_assert_null(ringd_alloc(NULL, 1));
     ringd_free(NULL, NULL);
     ringd_close(NULL);
+}
+
+/* ---- elastic rings ---- */
+
+/* The fake answers the next collective with RINGD_ERESIZED, moving this
+ * client to rank 2 of 3 in membership epoch 7 (trailer or not), then keeps
+ * the buffers of the collectives after it. */
+static void script_resize(int trailer)
+{
+    F.welcome.rank = 1;
+    F.welcome.size = 2;
+    F.coll_action = COLL_FAIL;
+    F.fail_count = 1;
+    F.reply_code = RINGD_ERESIZED;
+    snprintf(F.reply_text, sizeof F.reply_text,
+             "ring resized to 3 hosts (3 ranks): h4 unreachable for 10 s");
+    if (trailer) {
+        F.reply_epoch = 7;
+        F.reply_rank = 2;
+        F.reply_size = 3;
+    }
+}
+
+Test(elastic, a_resize_moves_the_client_to_its_new_rank_before_the_call_returns)
+{
+    script_resize(1);
+    ringd_client *c = connect_ok();
+    float x[4] = {0};
+    cr_assert_eq(ringd_size(c), 2);
+    cr_assert_eq(ringd_broadcast(c, x, 4, RINGD_FLOAT32, 2), RINGD_EINVAL, "no rank 2 of 2 yet");
+    cr_assert_eq(ringd_allreduce(c, x, 4, RINGD_FLOAT32, RINGD_SUM), RINGD_ERESIZED);
+    cr_assert_str_eq(ringd_last_error(c), F.reply_text);
+    cr_assert_eq(ringd_rank(c), 2);
+    cr_assert_eq(ringd_size(c), 3);
+    cr_assert_eq(ringd_broadcast(c, x, 4, RINGD_FLOAT32, 2), 0, "%s", ringd_last_error(c));
+    finish(c);
+    cr_assert_eq(F.n_colls, 2);
+}
+
+Test(elastic, a_resize_reported_by_wait_moves_the_client_too)
+{
+    script_resize(1);
+    ringd_client *c = connect_ok();
+    float *x = ringd_alloc(c, 4 * sizeof *x);
+    ringd_request *req;
+    cr_assert_not_null(x);
+    cr_assert_eq(ringd_iallreduce(c, x, 4, RINGD_FLOAT32, RINGD_SUM, &req), 0);
+    cr_assert_eq(ringd_wait(req, 5000), RINGD_ERESIZED);
+    cr_assert_eq(ringd_rank(c), 2);
+    cr_assert_eq(ringd_size(c), 3);
+    finish(c);
+}
+
+Test(elastic, a_resize_without_its_trailer_keeps_the_old_place)
+{
+    script_resize(0);
+    ringd_client *c = connect_ok();
+    float x[4] = {0};
+    cr_assert_eq(ringd_allreduce(c, x, 4, RINGD_FLOAT32, RINGD_SUM), RINGD_ERESIZED);
+    cr_assert_eq(ringd_rank(c), 1);
+    cr_assert_eq(ringd_size(c), 2);
+    finish(c);
+}
+
+Test(elastic, another_error_with_rank_and_size_moves_nothing)
+{
+    script_resize(1);
+    F.reply_code = RINGD_ERING;
+    ringd_client *c = connect_ok();
+    float x[4] = {0};
+    cr_assert_eq(ringd_allreduce(c, x, 4, RINGD_FLOAT32, RINGD_SUM), RINGD_ERING);
+    cr_assert_eq(ringd_rank(c), 1);
+    cr_assert_eq(ringd_size(c), 2);
+    finish(c);
+}
+
+Test(elastic, membership_reports_the_daemons_membership_and_this_clients_place)
+{
+    F.welcome.rank = 1;
+    F.welcome.size = 3;
+    F.status.n_hosts = 4;
+    F.status.n_live = 3;
+    F.status.live = 0xb; /* hosts 0, 1 and 3 */
+    F.status.members_epoch = 7;
+    snprintf(F.status.hosts, sizeof F.status.hosts, "a b c d");
+    ringd_client *c = connect_ok();
+    ringd_membership_info m;
+    cr_assert_eq(ringd_membership(c, &m), 0, "%s", ringd_last_error(c));
+    cr_assert_eq(m.epoch, 7);
+    cr_assert_eq(m.rank, 1);
+    cr_assert_eq(m.size, 3);
+    cr_assert_eq(m.n_live, 3);
+    cr_assert_eq(m.n_configured, 4);
+    cr_assert_eq(m.live, 0xb);
+    cr_assert_eq(m.ready, 1);
+    cr_assert_str_eq(m.hosts, "a b c d");
+    finish(c);
+    cr_assert_eq(F.types[0], MSG_STATUS_REQ);
+}
+
+Test(elastic, membership_of_a_ring_that_waits_or_that_this_host_left_is_not_ready)
+{
+    F.status.n_hosts = 2;
+    F.status.n_live = 1;
+    F.status.live = 1;
+    F.status.left_ring = 1;
+    ringd_client *c = connect_ok();
+    ringd_membership_info m;
+    cr_assert_eq(ringd_membership(c, &m), 0, "%s", ringd_last_error(c));
+    cr_assert_eq(m.ready, 0);
+    F.status.left_ring = 0;
+    snprintf(F.status.waiting, sizeof F.status.waiting, "host b to connect");
+    cr_assert_eq(ringd_membership(c, &m), 0, "%s", ringd_last_error(c));
+    cr_assert_eq(m.ready, 0);
+    finish(c);
+}
+
+Test(elastic, membership_of_a_daemon_without_elastic_rings_counts_every_host_in)
+{
+    F.status.n_hosts = 3;
+    ringd_client *c = connect_ok();
+    ringd_membership_info m;
+    cr_assert_eq(ringd_membership(c, &m), 0, "%s", ringd_last_error(c));
+    cr_assert_eq(m.n_live, 3);
+    cr_assert_eq(m.n_configured, 3);
+    cr_assert_eq(m.live, 0x7);
+    cr_assert_eq(m.epoch, 0);
+    cr_assert_eq(m.ready, 1);
+    finish(c);
+}
+
+Test(elastic, membership_completes_a_collective_whose_result_comes_first)
+{
+    F.coll_action = COLL_DOUBLE;
+    ringd_client *c = connect_ok();
+    float *x = ringd_alloc(c, 4 * sizeof *x);
+    ringd_request *req;
+    ringd_membership_info m;
+    cr_assert_not_null(x);
+    x[0] = 1.5f;
+    cr_assert_eq(ringd_iallreduce(c, x, 4, RINGD_FLOAT32, RINGD_SUM, &req), 0);
+    cr_assert_eq(ringd_membership(c, &m), 0, "%s", ringd_last_error(c));
+    cr_assert_eq(ringd_test(req), 0, "the collective completed on the way");
+    cr_assert_eq(x[0], 3.0f);
+    finish(c);
+}
+
+Test(elastic, membership_rejects_null_arguments)
+{
+    ringd_membership_info m;
+    cr_assert_eq(ringd_membership(NULL, &m), RINGD_EINVAL);
+    ringd_client *c = connect_ok();
+    cr_assert_eq(ringd_membership(c, NULL), RINGD_EINVAL);
+    finish(c);
 }

@@ -202,7 +202,119 @@ Test(ringctl, status_json_has_every_field_with_strings_escaped)
                      "\"rate_in\":0,\"rate_out\":0,\"waits\":0,\"wait_sum_us\":0,\"recent\":[],"
                      "\"left_reason\":\"\",\"right_reason\":\"\",\"left_age_ms\":62000,"
                      "\"right_age_ms\":61500,\"last_error_age_ms\":null,\"next_seq\":12,"
-                     "\"waiting\":\"\",\"done\":[12,12,12,12]}\n");
+                     "\"waiting\":\"\",\"done\":[12,12,12,12],\"members_epoch\":0,"
+                     "\"min_hosts\":0,\"resizes\":0,\"left_ring\":false,\"last_resize\":\"\","
+                     "\"live_hosts\":null,\"out_hosts\":null}\n");
+}
+
+/* demo_status() as an elastic ring of five hosts, d out of it for 12 s. */
+static void demo_elastic(void)
+{
+    demo_status();
+    msg_status *s = &F.status;
+    s->n_hosts = 5;
+    s->n_live = 4;
+    s->min_hosts = 3;
+    s->live = 0x17; /* a b c e */
+    s->members_epoch = 9;
+    s->resizes = 2;
+    snprintf(s->resize_why, sizeof s->resize_why,
+             "ring resized to 4 hosts (4 ranks): d unreachable for 10 s");
+    s->n_out = 5;
+    for (int h = 0; h < 5; h++)
+        s->out_age_ms[h] = h == 3 ? 12000 : MSG_NO_AGE;
+    snprintf(s->hosts, sizeof s->hosts, "a b c d e");
+}
+
+Test(ringctl, status_says_which_hosts_are_out_of_an_elastic_ring_and_why)
+{
+    demo_elastic();
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "right c: up for 1m 1s\n"
+                                   "hosts: 4 of 5 in the ring (min_hosts 3)\n"
+                                   "out: d for 12s\n"
+                                   "last resize (2 since start, membership epoch 9): ring resized "
+                                   "to 4 hosts (4 ranks): d unreachable for 10 s\n"
+                                   "completed in this epoch"),
+                       "%s", out);
+    cr_assert_null(strstr(out, "left the ring"), "%s", out);
+}
+
+Test(ringctl, status_says_that_this_host_left_the_ring)
+{
+    demo_elastic();
+    F.status.left_ring = 1;
+    F.status.live = 0x1d; /* b (this host) left */
+    F.status.out_age_ms[3] = MSG_NO_AGE;
+    F.status.out_age_ms[1] = 2000;
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "left the ring (ringctl join to return)\n"
+                                   "hosts: 4 of 5 in the ring (min_hosts 3)\n"
+                                   "out: b for 2s\n"),
+                       "%s", out);
+}
+
+Test(ringctl, status_of_a_whole_elastic_ring_shows_only_its_last_resize)
+{
+    demo_elastic();
+    F.status.n_live = 5;
+    F.status.live = 0x1f;
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_null(strstr(out, "hosts:"), "%s", out);
+    cr_assert_null(strstr(out, "out:"), "%s", out);
+    cr_assert_not_null(strstr(out, "last resize (2 since start"), "%s", out);
+}
+
+Test(ringctl, status_json_lists_the_hosts_in_and_out_of_the_ring)
+{
+    demo_elastic();
+    cr_assert_eq(ringctl("--socket", F.path, "status", "--json", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out,
+                              ",\"members_epoch\":9,\"min_hosts\":3,\"resizes\":2,"
+                              "\"left_ring\":false,\"last_resize\":\"ring resized to 4 "
+                              "hosts (4 ranks): d unreachable for 10 s\",\"live_hosts\":[\"a\","
+                              "\"b\",\"c\",\"e\"],\"out_hosts\":[{\"name\":\"d\","
+                              "\"out_s\":12.000}]}\n"),
+                       "%s", out);
+}
+
+Test(ringctl, leave_asks_the_daemon_as_an_observer_and_prints_its_answer)
+{
+    snprintf(F.leave_text, sizeof F.leave_text, "b left the ring; 3 hosts go on");
+    cr_assert_eq(ringctl("--socket", F.path, "leave", NULL), 0, "stderr: %s", err);
+    cr_assert_str_eq(out, "b left the ring; 3 hosts go on\n");
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+    cr_assert_eq(F.hello.flags, MSG_HELLO_OBSERVER);
+    cr_assert_eq(F.types[0], MSG_LEAVE_REQ);
+    cr_assert_eq(F.n_leaves, 1);
+    cr_assert_eq(F.leave.action, MSG_LEAVE);
+}
+
+Test(ringctl, join_asks_to_return)
+{
+    cr_assert_eq(ringctl("--socket", F.path, "join", NULL), 0, "stderr: %s", err);
+    cr_assert_str_eq(out, "this host joins the ring\n");
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_eq(F.leave.action, MSG_JOIN);
+}
+
+Test(ringctl, leave_refused_exits_1_with_the_daemons_reason)
+{
+    F.leave_code = RINGD_EINVAL;
+    snprintf(F.leave_text, sizeof F.leave_text,
+             "cannot leave: the ring would have 2 hosts, under min_hosts 3");
+    cr_assert_eq(ringctl("--socket", F.path, "leave", NULL), 1);
+    cr_assert_str_empty(out);
+    cr_assert_not_null(strstr(err, "under min_hosts 3"), "%s", err);
+}
+
+Test(ringctl, leave_and_join_take_no_arguments)
+{
+    cr_assert_eq(ringctl("--socket", F.path, "leave", "now", NULL), 2);
+    cr_assert_eq(ringctl("--socket", F.path, "join", "--json", NULL), 2);
+    cr_assert_eq(ringctl("join", "--help", NULL), 0);
+    cr_assert_not_null(strstr(out, "ringctl join"), "%s", out);
 }
 
 Test(ringctl, status_without_a_daemon_fails_with_status_1_naming_the_socket)

@@ -27,6 +27,7 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         msg_result result;
         msg_status_req status_req;
         msg_status status;
+        msg_leave_req leave;
     } m;
     int n = 0;
     switch (h->type) {
@@ -74,8 +75,14 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         if (msg_decode_status(h, body, &m.status) == MSG_OK) {
             FUZZ_CHECK_STRING(m.status.cluster);
             FUZZ_CHECK_STRING(m.status.last_error);
+            FUZZ_CHECK_STRING(m.status.resize_why);
+            FUZZ_CHECK_STRING(m.status.hosts);
             n = msg_encode_status(out, sizeof out, &m.status);
         }
+        break;
+    case MSG_LEAVE_REQ:
+        if (msg_decode_leave_req(h, body, &m.leave) == MSG_OK)
+            n = msg_encode_leave_req(out, sizeof out, &m.leave);
         break;
     default:
         break;
@@ -107,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if (size <= MSG_MAX_BODY) {
-        for (int t = MSG_HELLO; t <= MSG_STATUS; t++) {
+        for (int t = MSG_HELLO; t <= MSG_LEAVE_REQ; t++) {
             msg_header h = {.version = MSG_VERSION, .type = (uint8_t)t, .length = (uint32_t)size};
             decode_body(&h, data);
         }

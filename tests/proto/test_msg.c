@@ -25,11 +25,12 @@ typedef union {
     msg_result result;
     msg_status_req status_req;
     msg_status status;
+    msg_leave_req leave;
 } any_msg;
 
-static const int all_types[] = {MSG_HELLO,    MSG_WELCOME,    MSG_ERROR,
-                                MSG_REGISTER, MSG_UNREGISTER, MSG_COLLECTIVE,
-                                MSG_RESULT,   MSG_STATUS_REQ, MSG_STATUS};
+static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,  MSG_REGISTER,
+                                MSG_UNREGISTER, MSG_COLLECTIVE, MSG_RESULT, MSG_STATUS_REQ,
+                                MSG_STATUS,     MSG_LEAVE_REQ};
 #define N_TYPES (sizeof all_types / sizeof *all_types)
 
 static void fill(char *dst, size_t n, char c)
@@ -59,6 +60,8 @@ static int encode_any(int type, const any_msg *m, uint8_t *buf, size_t cap)
         return msg_encode_status_req(buf, cap, &m->status_req);
     case MSG_STATUS:
         return msg_encode_status(buf, cap, &m->status);
+    case MSG_LEAVE_REQ:
+        return msg_encode_leave_req(buf, cap, &m->leave);
     }
     cr_assert_fail("no encoder for type %d", type);
     return -1;
@@ -100,6 +103,9 @@ static int decode_as(int type, const msg_header *h, const uint8_t *body, any_msg
         break;
     case MSG_STATUS:
         rc = msg_decode_status(h, copy, &out->status);
+        break;
+    case MSG_LEAVE_REQ:
+        rc = msg_decode_leave_req(h, copy, &out->leave);
         break;
     default:
         cr_assert_fail("no decoder for type %d", type);
@@ -216,9 +222,49 @@ static any_msg sample(int type)
         for (int i = 0; i < MSG_MAX_DONE; i++)
             m.status.done[i] = 0x9000000000000000u + (unsigned)i;
         break;
+    case MSG_LEAVE_REQ:
+        m.leave.id = 0xf0e0d0c0b0a09080u;
+        m.leave.action = MSG_JOIN;
+        break;
     }
     return m;
 }
+
+/* The samples of the messages that elastic rings extend, with the
+ * extension: a RESULT of RINGD_ERESIZED with its trailer, a STATUS with its
+ * membership block at its longest. */
+static any_msg sample_resized(void)
+{
+    any_msg m = sample(MSG_RESULT);
+
+    m.result.status = MSG_STATUS_RESIZED;
+    m.result.members_epoch = 0xfffffff1u;
+    m.result.rank = 0x7ffffffe;
+    m.result.size = 0x7fffffff;
+    return m;
+}
+
+static any_msg sample_elastic(void)
+{
+    any_msg m = sample(MSG_STATUS);
+
+    m.status.members_epoch = 0xa1a2a3a4u;
+    m.status.min_hosts = 3;
+    m.status.n_live = 0xfffffffeu;
+    m.status.live = 0xb1b2b3b4b5b6b7b8u;
+    m.status.resizes = UINT64_MAX - 2;
+    m.status.left_ring = 1;
+    fill(m.status.resize_why, MSG_MAX_REASON, 'y');
+    m.status.n_out = MSG_MAX_DONE;
+    for (int i = 0; i < MSG_MAX_DONE; i++)
+        m.status.out_age_ms[i] = i % 2 ? MSG_NO_AGE : 1000u * (unsigned)i;
+    fill(m.status.hosts, MSG_MAX_TEXT, 'n');
+    return m;
+}
+
+/* STATUS's membership block at its longest: five counters and left_ring,
+ * resize_why, the out ages and the host names. */
+#define STATUS_MEMBERS (29 + 2 + MSG_MAX_REASON + 1 + 8 * MSG_MAX_DONE + 2 + MSG_MAX_TEXT)
 
 /* Encodes in, checks its header and decodes it back into out. */
 static int round_trip(int type, const any_msg *in, any_msg *out)
@@ -411,6 +457,217 @@ Test(msg, status_rejects_more_host_counts_than_it_can_hold)
     cr_assert_eq(msg_decode_status(&h, buf + MSG_HEADER_SIZE, &out.status), MSG_EMALFORMED);
 }
 
+/* Elastic rings: the RESULT trailer, the STATUS membership block, LEAVE_REQ */
+
+Test(msg, resized_result_round_trips_its_trailer)
+{
+    any_msg in = sample_resized(), out;
+
+    cr_assert_eq(round_trip(MSG_RESULT, &in, &out), MSG_HEADER_SIZE + 12 + 2 + MSG_MAX_TEXT + 12);
+    cr_assert_eq(out.result.status, MSG_STATUS_RESIZED);
+    cr_assert_str_eq(out.result.text, in.result.text);
+    cr_assert_eq(out.result.members_epoch, in.result.members_epoch);
+    cr_assert_eq(out.result.rank, in.result.rank);
+    cr_assert_eq(out.result.size, in.result.size);
+}
+
+Test(msg, resized_result_has_the_documented_byte_layout)
+{
+    msg_result in = {.id = 5,
+                     .status = MSG_STATUS_RESIZED,
+                     .text = "r",
+                     .members_epoch = 0x01020304u,
+                     .rank = 2,
+                     .size = 3};
+    /* clang-format off */
+    static const uint8_t want[] = {
+        0x52, 0x47, 0x44, 0x43, 2, MSG_RESULT, 0, 0, 0, 0, 0, 27, /* header */
+        0, 0, 0, 0, 0, 0, 0, 5,                                   /* id */
+        0xff, 0xff, 0xff, 0xeb,                                   /* status -21 */
+        0, 1, 'r',                                                /* text */
+        1, 2, 3, 4,                                               /* members_epoch */
+        0, 0, 0, 2,                                               /* rank */
+        0, 0, 0, 3,                                               /* size */
+    };
+    /* clang-format on */
+    uint8_t buf[MSG_BUF];
+
+    cr_assert_eq(msg_encode_result(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(msg, result_trailer_travels_only_with_resized)
+{
+    any_msg in = sample(MSG_RESULT), out;
+
+    in.result.members_epoch = 9;
+    in.result.rank = 1;
+    in.result.size = 2;
+    cr_assert_eq(round_trip(MSG_RESULT, &in, &out), MSG_HEADER_SIZE + 12 + 2 + MSG_MAX_TEXT);
+    cr_assert_eq(out.result.members_epoch, 0);
+    cr_assert_eq(out.result.rank, 0);
+    cr_assert_eq(out.result.size, 0);
+}
+
+Test(msg, resized_result_of_an_older_daemon_decodes_without_trailer)
+{
+    any_msg in = sample_resized(), out;
+
+    in.result.size = 0; /* what a daemon without the trailer amounts to */
+    cr_assert_eq(round_trip(MSG_RESULT, &in, &out), MSG_HEADER_SIZE + 12 + 2 + MSG_MAX_TEXT);
+    cr_assert_eq(out.result.status, MSG_STATUS_RESIZED);
+    cr_assert_eq(out.result.rank, 0);
+    cr_assert_eq(out.result.size, 0);
+}
+
+Test(msg, resized_result_rejects_a_short_or_long_trailer)
+{
+    any_msg in = sample_resized(), out;
+    uint8_t buf[MSG_BUF + 1] = {0};
+    msg_header h;
+    int n = encode_any(MSG_RESULT, &in, buf, sizeof buf);
+
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    for (uint32_t cut = 1; cut < 12; cut++) {
+        msg_header short_h = h;
+        short_h.length -= cut;
+        cr_assert_eq(decode_exact(&short_h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED,
+                     "trailer cut by %u bytes", cut);
+    }
+    h.length++;
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, resized_result_rejects_a_trailer_of_size_0)
+{
+    any_msg in = sample_resized(), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_RESULT, &in, buf, sizeof buf);
+
+    memset(buf + n - 4, 0, 4); /* size: 0 is sent as no trailer */
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, status_round_trips_its_membership_block)
+{
+    any_msg in = sample_elastic(), out;
+    const msg_status *a = &in.status, *b = &out.status;
+
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out),
+                 MSG_HEADER_SIZE + 80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 +
+                     (30 + 2 + 2 + 8) * MSG_MAX_RECENT + STATUS_V2_TAIL + STATUS_MEMBERS);
+    cr_assert_str_eq(b->waiting, a->waiting);
+    cr_assert_arr_eq(b->done, a->done, sizeof a->done);
+    cr_assert_eq(b->members_epoch, a->members_epoch);
+    cr_assert_eq(b->min_hosts, a->min_hosts);
+    cr_assert_eq(b->n_live, a->n_live);
+    cr_assert_eq(b->live, a->live);
+    cr_assert_eq(b->resizes, a->resizes);
+    cr_assert_eq(b->left_ring, a->left_ring);
+    cr_assert_str_eq(b->resize_why, a->resize_why);
+    cr_assert_eq(b->n_out, a->n_out);
+    cr_assert_arr_eq(b->out_age_ms, a->out_age_ms, sizeof a->out_age_ms);
+    cr_assert_str_eq(b->hosts, a->hosts);
+}
+
+Test(msg, status_of_an_older_daemon_decodes_without_membership)
+{
+    any_msg in = sample(MSG_STATUS), out;
+
+    memset(&out, 0x5a, sizeof out);
+    round_trip(MSG_STATUS, &in, &out);
+    cr_assert_eq(out.status.n_live, 0);
+    cr_assert_eq(out.status.members_epoch, 0);
+    cr_assert_eq(out.status.live, 0);
+    cr_assert_eq(out.status.resizes, 0);
+    cr_assert_eq(out.status.left_ring, 0);
+    cr_assert_eq(out.status.n_out, 0);
+    cr_assert_str_eq(out.status.resize_why, "");
+    cr_assert_str_eq(out.status.hosts, "");
+}
+
+Test(msg, status_membership_block_starts_with_its_counters)
+{
+    any_msg in = sample_elastic();
+    uint8_t buf[MSG_BUF];
+    int n = msg_encode_status(buf, sizeof buf, &in.status);
+    const uint8_t *p = buf + n - STATUS_MEMBERS;
+
+    cr_assert_eq(p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3], (int)0xa1a2a3a4u);
+    cr_assert_eq(p[7], 3);     /* min_hosts */
+    cr_assert_eq(p[11], 0xfe); /* n_live */
+    cr_assert_eq(p[12], 0xb1); /* live */
+    cr_assert_eq(p[28], 1);    /* left_ring */
+    cr_assert_eq(p[29] << 8 | p[30], MSG_MAX_REASON);
+}
+
+Test(msg, status_rejects_every_truncated_membership_block)
+{
+    any_msg in = sample_elastic(), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
+
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    /* Cut to the end of the older body it decodes; anywhere after, not. */
+    for (uint32_t cut = 1; cut <= STATUS_MEMBERS; cut++) {
+        msg_header c = h;
+        c.length -= cut;
+        cr_assert_eq(decode_exact(&c, buf + MSG_HEADER_SIZE, &out),
+                     cut == STATUS_MEMBERS ? MSG_OK : MSG_EMALFORMED, "block cut by %u bytes", cut);
+    }
+}
+
+Test(msg, status_rejects_a_membership_block_with_no_live_host)
+{
+    any_msg in = sample_elastic(), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
+
+    memset(buf + n - STATUS_MEMBERS + 8, 0, 4); /* n_live 0 is sent as no block */
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, status_rejects_more_out_ages_than_it_can_hold)
+{
+    any_msg in = sample_elastic(), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
+    /* n_out comes before the 64 ages and the host names. */
+    size_t at = (size_t)n - (2 + MSG_MAX_TEXT) - 8 * MSG_MAX_DONE - 1;
+
+    cr_assert_eq(buf[at], MSG_MAX_DONE);
+    buf[at] = MSG_MAX_DONE + 1;
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, leave_req_has_the_documented_byte_layout)
+{
+    msg_leave_req in = {.id = 0x0102030405060708u, .action = MSG_LEAVE}, out;
+    /* clang-format off */
+    static const uint8_t want[] = {
+        0x52, 0x47, 0x44, 0x43, 2, MSG_LEAVE_REQ, 0, 0, 0, 0, 0, 9, /* header */
+        1, 2, 3, 4, 5, 6, 7, 8,                                     /* id */
+        1,                                                          /* action: leave */
+    };
+    /* clang-format on */
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+
+    cr_assert_eq(msg_encode_leave_req(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+    cr_assert_eq(msg_decode_header(buf, sizeof want, &h), MSG_OK);
+    cr_assert_eq(msg_decode_leave_req(&h, buf + MSG_HEADER_SIZE, &out), MSG_OK);
+    cr_assert_eq(out.id, in.id);
+    cr_assert_eq(out.action, MSG_LEAVE);
+}
+
 Test(msg, empty_strings_round_trip)
 {
     any_msg in, out;
@@ -574,7 +831,7 @@ Test(msg, rejects_other_version_and_reports_it)
 
 Test(msg, rejects_unknown_type)
 {
-    static const uint8_t bad[] = {0, MSG_STATUS + 1, 0x7f, 0xff};
+    static const uint8_t bad[] = {0, MSG_LEAVE_REQ + 1, 0x7f, 0xff};
     uint8_t buf[MSG_BUF];
     msg_header h;
     size_t n = encode_status_req(buf);
@@ -776,12 +1033,18 @@ static int rnd_msg(any_msg *m)
         rnd_str(m->coll.name, MSG_MAX_NAME);
         break;
     case MSG_RESULT:
+        if (rnd() % 2) *m = sample_resized();
         rnd_str(m->result.text, MSG_MAX_TEXT);
         break;
     case MSG_STATUS_REQ:
         m->status_req.id = rnd();
         break;
+    case MSG_LEAVE_REQ:
+        m->leave.action = (uint8_t)rnd();
+        break;
     case MSG_STATUS:
+        if (rnd() % 2) *m = sample_elastic();
+        rnd_str(m->status.resize_why, MSG_MAX_REASON);
         rnd_str(m->status.cluster, MSG_MAX_NAME);
         rnd_str(m->status.host, MSG_MAX_NAME);
         rnd_str(m->status.left, MSG_MAX_NAME);

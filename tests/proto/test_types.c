@@ -77,8 +77,8 @@ Test(types, zero_is_success)
 
 Test(types, unknown_codes_have_a_placeholder_never_null)
 {
-    /* The codes run from -1 to -20 (RINGD_EPERM); -21 is the first unused. */
-    static const int unknown[] = {1, 42, -21, -99, -1000, -2147483647 - 1, 2147483647};
+    /* The codes run from -1 to -21 (RINGD_ERESIZED); -22 is the first unused. */
+    static const int unknown[] = {1, 42, -22, -99, -1000, -2147483647 - 1, 2147483647};
 
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
         cr_assert_str_eq(ringd_strerror(unknown[i]), "unknown error");

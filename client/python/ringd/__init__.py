@@ -16,7 +16,9 @@ weight=), broadcast, allgather, reduce_scatter, barrier, each also as
 *_async returning a Request. Element types: int8, uint8, int32, int64,
 float16, float32, float64, and bfloat16 as uint16 bit patterns with
 dtype="bfloat16" (ringd.torch takes torch.bfloat16 tensors directly).
-Failures raise ringd.RingError(code, name, message).
+Failures raise ringd.RingError(code, name, message); a collective cut short
+by a change of the ring's membership raises its subclass ringd.ResizedError
+(ringd.elastic keeps training through it).
 
 libringd is found by itself ($RINGD_LIBRARY overrides; see ringd._lib).
 PyTorch helpers are in ringd.torch.
@@ -24,7 +26,7 @@ PyTorch helpers are in ringd.torch.
 
 import importlib
 
-from ._lib import RingError, WaitTimeout
+from ._lib import ResizedError, RingError, WaitTimeout
 
 __version__ = "0.1.0"
 
@@ -83,6 +85,7 @@ def library_path():
 _ALL = [
     "Connection",
     "Request",
+    "ResizedError",
     "RingError",
     "WaitTimeout",
     "connect",

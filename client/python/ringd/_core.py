@@ -283,6 +283,16 @@ class _State:
         self.dead = []  # _Shm whose arrays are all gone, to free
         self.closing = False
         self.progress = None  # the thread completing requests with callbacks
+        # This rank's place, as libringd last said: a resize changes it.
+        self.rank = lib.c.ringd_rank(ptr)
+        self.size = lib.c.ringd_size(ptr)
+
+    def refresh_place(self):
+        """Reads rank and size from libringd again (lock held), after a
+        failure that may have been a resize."""
+        if self.ptr is not None:
+            self.rank = self.lib.c.ringd_rank(self.ptr)
+            self.size = self.lib.c.ringd_size(self.ptr)
 
     def start_progress(self):
         """Starts the progress thread unless it runs (lock held)."""
@@ -491,6 +501,8 @@ class Request:
         rc = state.lib.c.ringd_wait(self._ptr, timeout_ms)
         if rc == _lib.EINPROGRESS:
             return False
+        if rc < 0:
+            state.refresh_place()  # before anybody hears of a ResizedError
         self._complete(state.lib.error(rc, state.ptr) if rc < 0 else None)
         return True
 
@@ -541,7 +553,9 @@ class Request:
 class Connection:
     """A training process's connection to its host's ringd daemon.
 
-    Made by ringd.connect(). Attributes rank, size, local_rank, local_size.
+    Made by ringd.connect(). Attributes rank, size, local_rank, local_size;
+    in an elastic ring rank and size change with the membership (they are
+    the new ring's once a collective raised ringd.ResizedError).
     Collectives work on NumPy arrays: in place ones (allreduce, broadcast)
     return the array they were given; the others return a new array, or fill
     out= when given. Every collective takes name= (up to 64 bytes, used in
@@ -571,8 +585,6 @@ class Connection:
         self._state = _State(lib, ptr.value, where or DEFAULT_SOCKET)
         self._finalizer = weakref.finalize(self, _finalize_state, self._state)
         c = lib.c
-        self.rank = c.ringd_rank(ptr)
-        self.size = c.ringd_size(ptr)
         self.local_rank = c.ringd_local_rank(ptr)
         self.local_size = c.ringd_local_size(ptr)
         self._agreed = set()  # digests that ringd._agree.check_same() passed
@@ -581,6 +593,55 @@ class Connection:
     def path(self):
         """The socket of the daemon this connection went to."""
         return self._state.path
+
+    @property
+    def rank(self):
+        """This process's rank among all ranks of the ring (the new ring's
+        after a ringd.ResizedError)."""
+        return self._state.rank
+
+    @property
+    def size(self):
+        """The number of ranks in the ring (the new ring's after a
+        ringd.ResizedError)."""
+        return self._state.size
+
+    def membership(self):
+        """The ring's membership, asked of the daemon (blocks for at most a
+        few seconds; waits for no collective):
+
+            {"epoch": 7,              # ring epoch the membership was agreed in
+             "rank": 2, "size": 3,    # this process's place in the ring
+             "ready": True,           # the ring runs collectives now
+             "hosts": ["h1", ...],    # configured host names, in order
+             "live": ["h1", ...],     # those in the ring
+             "out": ["h4"]}           # those out of it
+
+        A daemon without elastic rings reports every host live and epoch 0,
+        and hosts it does not name are "#1", "#2", ... by position. rank and
+        size of the connection are refreshed too."""
+        state = self._state
+        info = _lib.MembershipInfo()
+        with state.lock:
+            state.check("membership")
+            rc = state.lib.c.ringd_membership(state.ptr, ctypes.byref(info))
+            state.refresh_place()
+            if rc < 0:
+                raise state.lib.error(rc, state.ptr)
+        hosts = info.hosts.decode("utf-8", "replace").split()
+        # A daemon that does not name its hosts (or a list cut short): by
+        # position, as ringctl status shows them.
+        hosts += [f"#{i + 1}" for i in range(len(hosts), info.n_configured)]
+        inside = [i < 64 and bool(info.live >> i & 1) for i in range(len(hosts))]
+        return {
+            "epoch": info.epoch,
+            "rank": info.rank,
+            "size": info.size,
+            "ready": bool(info.ready),
+            "hosts": hosts,
+            "live": [h for h, x in zip(hosts, inside) if x],
+            "out": [h for h, x in zip(hosts, inside) if not x],
+        }
 
     def __repr__(self):
         status = "closed" if self.closed else f"rank {self.rank} of {self.size}"

@@ -99,11 +99,26 @@ class WaitTimeout(RingError, TimeoutError):
     """Request.wait(timeout) ran out of time; the request is still running."""
 
 
+class ResizedError(RingError):
+    """A collective failed because the ring's membership changed
+    (RINGD_ERESIZED): a host went out of the ring or came back. It fails on
+    every rank, once per resize, with a message such as "ring resized to 3
+    hosts (3 ranks): h4 unreachable for 10 s". The connection's rank and
+    size are already those of the new ring, on which the next collective
+    runs; ringd.elastic restores and re-synchronises the training state."""
+
+
 def make_error(code, message):
-    """The RingError (WaitTimeout for EINPROGRESS) of a libringd code."""
+    """The RingError of a libringd code: WaitTimeout for EINPROGRESS,
+    ResizedError for ERESIZED."""
     t = load().tables
     name, desc = t.errors.get(code, (f"RINGD_E?({code})", "unknown error"))
-    cls = WaitTimeout if code == t.constants["EINPROGRESS"] else RingError
+    if code == t.constants["EINPROGRESS"]:
+        cls = WaitTimeout
+    elif code == t.constants.get("ERESIZED"):
+        cls = ResizedError
+    else:
+        cls = RingError
     return cls(code, name, message or desc)
 
 
@@ -126,6 +141,21 @@ class Collective(ctypes.Structure):
         ("name", ctypes.c_char_p),
         ("timeout_ms", ctypes.c_uint32),
         ("wire_dtype", ctypes.c_int),
+    ]
+
+
+class MembershipInfo(ctypes.Structure):
+    """ringd_membership_info of ringd.h."""
+
+    _fields_ = [
+        ("epoch", ctypes.c_uint32),
+        ("rank", ctypes.c_int),
+        ("size", ctypes.c_int),
+        ("n_live", ctypes.c_int),
+        ("n_configured", ctypes.c_int),
+        ("live", ctypes.c_uint64),
+        ("ready", ctypes.c_int),
+        ("hosts", ctypes.c_char * 1025),
     ]
 
 
@@ -157,6 +187,7 @@ _PROTOTYPES = {
     "ringd_wait": (_int, [_vp, _int]),
     "ringd_test": (_int, [_vp]),
     "ringd_run": (_int, [_vp, ctypes.POINTER(Collective)]),
+    "ringd_membership": (_int, [_vp, ctypes.POINTER(MembershipInfo)]),
 }
 
 
