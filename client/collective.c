@@ -140,7 +140,8 @@ int ringd_submit(ringd_client *c, const ringd_collective *coll, ringd_request **
                         .count = coll->count,
                         .root = coll->root,
                         .weight = coll->weight,
-                        .timeout_ms = coll->timeout_ms};
+                        .timeout_ms = coll->timeout_ms,
+                        .members_epoch = c->w.members_epoch};
     if (coll->name) snprintf(m.name, sizeof m.name, "%s", coll->name);
     q->id = m.id;
     uint8_t msg[SESSION_MSG_MAX];

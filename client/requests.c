@@ -64,6 +64,7 @@ static void note_result(ringd_client *c, const msg_result *r)
     if (r->status != RINGD_ERESIZED || r->size <= 0 || r->rank < 0 || r->rank >= r->size) return;
     c->w.rank = r->rank;
     c->w.size = r->size;
+    c->w.members_epoch = r->members_epoch;
 }
 
 /* Reads one RESULT into *r; 0, or the code that failed every request. */

@@ -23,6 +23,9 @@
 #define CONTROL_CAP (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
 #define ELASTIC_TICK_MS 200
 #define LINKS_LEAVE_MS 200 /* for a LEAVE to go out before the links close */
+/* A ring below min_hosts looks for the hosts it closed over (a split
+ * network may have healed) every evict_after, at most this often. */
+#define SEARCH_MIN_MS 5000
 
 struct links {
     uv_loop_t *loop;
@@ -284,7 +287,8 @@ static void on_elastic(uv_timer_t *timer)
     int nearest = (l->me + 1) % l->n, t = l->target;
     if (peer_state(l->right) == LINK_UP) {
         l->failing_since = 0;
-        if (evict && l->below_min && t != nearest && now - l->below_since >= evict) {
+        uint64_t search = evict > SEARCH_MIN_MS ? evict : SEARCH_MIN_MS;
+        if (evict && l->below_min && t != nearest && now - l->below_since >= search) {
             l->below_since = now;
             retarget(l, nearest, "the ring has fewer than min_hosts: trying the hosts closed over");
         }

@@ -195,6 +195,35 @@ static void do_status(session *s, const msg_status_req *m)
     session_queue(s, buf, msg_encode_status(buf, sizeof buf, &st));
 }
 
+/* ---- ringctl leave, ringctl join ---- */
+
+static void do_leave(session *s, const msg_leave_req *m)
+{
+    local *l = s->owner;
+    const char *host = l->cfg->hosts[l->me].name;
+    if (m->action != MSG_LEAVE && m->action != MSG_JOIN) {
+        session_replyf(s, m->id, RINGD_EINVAL, "leave: unknown action %u", m->action);
+        return;
+    }
+    int leave = m->action == MSG_LEAVE;
+    char why[128];
+    snprintf(why, sizeof why, "ringctl leave on host %s", host);
+    if (engine_leave(l->engine, leave, why) < 0) {
+        session_replyf(s, m->id, RINGD_EINVAL,
+                       "host %s cannot %s: this ring does not close over hosts (evict_after: 0, "
+                       "algorithm: star, or more than %d hosts); stop or start its daemon instead",
+                       host, leave ? "leave the ring" : "join the ring", CFG_MAX_ELASTIC);
+        return;
+    }
+    if (leave)
+        session_replyf(s, m->id, 0,
+                       "host %s left the ring: the others close over it now; its ranks' "
+                       "collectives fail until `ringctl join`",
+                       host);
+    else
+        session_replyf(s, m->id, 0, "host %s joins the ring again", host);
+}
+
 /* ---- sessions ---- */
 
 static void do_hello(session *s, const msg_hello *m)
@@ -266,6 +295,7 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         msg_unregister unreg;
         msg_collective coll;
         msg_status_req status;
+        msg_leave_req leave;
     } m;
     int rc = MSG_EMALFORMED;
     if (!s->welcomed && h->type != MSG_HELLO) {
@@ -290,6 +320,9 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         break;
     case MSG_STATUS_REQ:
         if ((rc = msg_decode_status_req(h, body, &m.status)) == 0) do_status(s, &m.status);
+        break;
+    case MSG_LEAVE_REQ:
+        if ((rc = msg_decode_leave_req(h, body, &m.leave)) == 0) do_leave(s, &m.leave);
         break;
     default:
         break;

@@ -124,9 +124,9 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_hosts_configured", "gauge", "Hosts in the configuration.");
     put(&o, "ringd_hosts_configured %d\n", s->n_hosts);
     head(&o, "ringd_host_in_ring", "gauge", "1 if the configured host is in the ring.");
-    for (int h = 0; h < s->n_hosts && h < 64; h++)
-        put(&o, "ringd_host_in_ring{host=\"%s\"} %d\n", s->hosts[h].name,
-            s->view.hosts ? (int)((s->view.m.members >> h) & 1) : 0);
+    for (int k = 0; k < s->n_hosts && k < 64; k++)
+        put(&o, "ringd_host_in_ring{host=\"%s\"} %d\n", s->hosts[k].name,
+            s->view.hosts ? (int)((s->view.m.members >> k) & 1) : 0);
     head(&o, "ringd_resizes_total", "counter",
          "Times the ring's membership changed: a host closed over, or taken back.");
     put(&o, "ringd_resizes_total %llu\n", (unsigned long long)(s->view.hosts ? s->view.m.resizes : 0));

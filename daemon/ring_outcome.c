@@ -208,6 +208,9 @@ void ring_on_settle(void *data, const frame_epoch *c, int ready)
     /* A new membership: the ring is made of the confirmation's hosts, and
      * what it settles failed with the resize, on every host alike. */
     int resized = ready && c->members && c->members_epoch != r->members_epoch;
+    /* A rank that left is not waited for once its host is out of the ring
+     * (the ring may not run yet: fewer than min_hosts hosts). */
+    if (c->members && c->members != r->members) r->gone = 0;
     if (resized) ring_set_view(r, c->members, c->members_epoch);
     job_verdict v = {.epoch = c->prev_epoch,
                      .done = c->flags & EPOCH_FLAG_DONE_UNKNOWN ? 0 : c->done,

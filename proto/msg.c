@@ -147,6 +147,7 @@ int msg_encode_welcome(uint8_t *buf, size_t cap, const msg_welcome *m)
     wr_u32(&w, m->n_hosts);
     wr_u64(&w, m->max_bytes);
     wr_str(&w, m->host, MSG_MAX_NAME);
+    wr_u32(&w, m->members_epoch);
     return finish(&w, MSG_WELCOME);
 }
 
@@ -162,6 +163,7 @@ int msg_decode_welcome(const msg_header *h, const uint8_t *body, msg_welcome *ou
     out->n_hosts = rd_u32(&r);
     out->max_bytes = rd_u64(&r);
     rd_str(&r, out->host, MSG_MAX_NAME);
+    out->members_epoch = rd_u32(&r);
     return done(&r);
 }
 
@@ -241,6 +243,7 @@ int msg_encode_collective(uint8_t *buf, size_t cap, const msg_collective *m)
     wr_f64(&w, m->weight);
     wr_u32(&w, m->timeout_ms);
     wr_str(&w, m->name, MSG_MAX_NAME);
+    wr_u32(&w, m->members_epoch);
     return finish(&w, MSG_COLLECTIVE);
 }
 
@@ -261,6 +264,7 @@ int msg_decode_collective(const msg_header *h, const uint8_t *body, msg_collecti
     out->weight = rd_f64(&r);
     out->timeout_ms = rd_u32(&r);
     rd_str(&r, out->name, MSG_MAX_NAME);
+    out->members_epoch = rd_u32(&r);
     return done(&r);
 }
 

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x52474443u /* "RGDC" */
-#define MSG_VERSION 2
+#define MSG_VERSION 3
 #define MSG_HEADER_SIZE 12
 #define MSG_MAX_BODY 8192
 #define MSG_MAX_NAME 64   /* host names, collective names */
@@ -80,6 +80,7 @@ typedef struct {
     uint32_t host_index, n_hosts;
     uint64_t max_bytes; /* largest collective buffer the daemon accepts */
     char host[MSG_MAX_NAME + 1];
+    uint32_t members_epoch; /* the ring's membership rank and size are of (0: never resized) */
 } msg_welcome;
 
 typedef struct {
@@ -112,6 +113,9 @@ typedef struct {
     double weight;               /* WMEAN: this rank's weight */
     uint32_t timeout_ms;         /* 0: the daemon's default */
     char name[MSG_MAX_NAME + 1]; /* optional, "" if none; used in errors */
+    /* The membership the client made it for (WELCOME's, or the last resize
+     * trailer's): one made for another fails with RINGD_ERESIZED. */
+    uint32_t members_epoch;
 } msg_collective;
 
 typedef struct {

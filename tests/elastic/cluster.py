@@ -45,7 +45,7 @@ class Cluster:
         self.n = hosts
         self.wrap = wrap or (lambda i: [])
         self.ringd = os.environ["RINGD_BIN"]
-        self.ringctl = os.environ.get("RINGCTL_BIN")
+        self.ringctl_bin = os.environ.get("RINGCTL_BIN")
         self.rank_bin = os.environ.get("ELASTIC_RANK")
         if addresses is None:
             addresses = [f"127.0.0.1:{p}" for p in free_ports(hosts)]
@@ -138,7 +138,7 @@ class Cluster:
             return f"  h{i}| (no log)"
 
     def ringctl(self, i, *args, timeout=20):
-        out = subprocess.run(self.wrap(i) + [self.ringctl, "--socket", self.sockets[i], *args],
+        out = subprocess.run(self.wrap(i) + [self.ringctl_bin, "--socket", self.sockets[i], *args],
                              capture_output=True, text=True, timeout=timeout)
         return out.returncode, out.stdout + out.stderr
 

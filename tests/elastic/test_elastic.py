@@ -18,8 +18,7 @@ import pytest
 from cluster import Cluster, model_hash, now_ms, replay
 
 EVICT_S = 2
-CONFIG = (f"evict_after: {EVICT_S}s\n"
-          "collective_timeout: 8s\n"
+CONFIG = ("collective_timeout: 8s\n"
           "heartbeat_interval: 250ms\n"
           "heartbeat_timeout: 1500ms\n"
           "backoff_max: 1s\n")
@@ -29,8 +28,8 @@ CONFIG = (f"evict_after: {EVICT_S}s\n"
 def cluster(tmp_path):
     made = []
 
-    def make(hosts=5, extra=""):
-        c = Cluster(tmp_path, hosts, CONFIG + extra)
+    def make(hosts=5, evict_s=EVICT_S):
+        c = Cluster(tmp_path, hosts, CONFIG + f"evict_after: {evict_s}s\n")
         made.append(c)
         return c
 
@@ -101,7 +100,7 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
     print(f"daemon start to the first step on 5 hosts: {grow_s:.2f} s")
     assert grow_s < 15
     # The returning process caught up: it synced to a step the others had.
-    sync = c.wait_event(4, lambda e: e[1] == "sync", 10)
+    sync = c.wait_event(4, lambda e: e[1] == "sync", 10, t_back)
     assert int(sync[2][0]) > 50, sync
     schedule = check_run(c, range(5), steps)
     sizes = [bin(schedule[s]).count("1") for s in sorted(schedule)]
@@ -110,7 +109,7 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
 
 def test_a_stopped_daemon_leaves_at_once_and_ringctl_leave_and_join(cluster):
     # evict_after far beyond the test: only a planned leave closes over a host.
-    c = cluster(hosts=4, extra="evict_after: 60s\n")
+    c = cluster(hosts=4, evict_s=60)
     c.start_all()
     steps = 700
     for i in range(4):
