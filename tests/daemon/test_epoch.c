@@ -1,7 +1,8 @@
 /*
  * test_epoch.c - the ring's epoch rules (daemon/epoch.c), without sockets:
  * single decisions, then whole rings of N hosts passing EPOCH frames along
- * their links until every host is ready, and what a lap settles.
+ * their links until every host is ready, what a lap settles, and the
+ * membership an elastic ring's laps collect.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -141,7 +142,8 @@ Test(epoch, the_first_failure_is_the_earliest_collective_then_its_cause)
 }
 
 /* A ring of n hosts whose links carry EPOCH frames in order, host h to
- * h+1, as links.c sends them. */
+ * h+1, as links.c sends them; an elastic ring's links close over the hosts
+ * that are out (host h to the next host not out). */
 #define MAX_HOSTS 9
 #define QUEUE 64
 
@@ -153,7 +155,19 @@ typedef struct {
     int down[MAX_HOSTS];            /* the link from host i is broken: frames are lost */
     frame_epoch settled[MAX_HOSTS]; /* the last CONFIRM each host settled with */
     int n_settled[MAX_HOSTS];
+    uint64_t out; /* bit h: host h is out of reach, and the links close over it */
 } ring_sim;
+
+#define BIT(h) (UINT64_C(1) << (h))
+
+/* The host the right link of host h goes to. */
+static int right_of(const ring_sim *r, int h)
+{
+    int to = (h + 1) % r->n;
+    while (to != h && (r->out & BIT(to)))
+        to = (to + 1) % r->n;
+    return to;
+}
 
 static void send_right(ring_sim *r, int from, frame_epoch f)
 {
@@ -174,7 +188,7 @@ static int deliver(ring_sim *r, int from)
 {
     if (r->head[from] == r->tail[from]) return 0;
     frame_epoch f = r->q[from][r->head[from]++ % QUEUE];
-    int to = (from + 1) % r->n;
+    int to = right_of(r, from);
     switch (epochs_receive(&r->h[to], &f)) {
     case EPOCH_BROKE:
     case EPOCH_RESETTING:
@@ -220,15 +234,22 @@ static void run(ring_sim *r, unsigned seed)
     cr_assert_fail("frames kept travelling");
 }
 
-static void start_ring(ring_sim *r, int n)
+static void start_ring_of(ring_sim *r, int n, int elastic)
 {
     memset(r, 0, sizeof *r);
     r->n = n;
-    for (int h = 0; h < n; h++)
+    for (int h = 0; h < n; h++) {
         epochs_init(&r->h[h], n, h);
+        if (elastic) epochs_set_elastic(&r->h[h]);
+    }
     for (int h = 0; h < n; h++)
         lap(r, h, EPOCH_FORM);
     run(r, 7);
+}
+
+static void start_ring(ring_sim *r, int n)
+{
+    start_ring_of(r, n, 0);
 }
 
 static void assert_all_ready_in_one_epoch(const ring_sim *r)
@@ -392,4 +413,198 @@ Test(epoch, a_host_that_lost_a_rank_keeps_the_ring_waiting_and_says_for_what)
     lap(&r, 2, EPOCH_FORM);
     run(&r, 17);
     assert_all_ready_in_one_epoch(&r);
+}
+
+/* The elastic ring: laps collect the hosts they pass, and a confirmation
+ * that differs from the ring its origin knows is a new membership. */
+
+static uint64_t all_hosts(int n)
+{
+    return n >= 64 ? UINT64_MAX : BIT(n) - 1;
+}
+
+Test(epoch, an_elastic_ring_of_every_configured_host_confirms_all_of_them_unresized)
+{
+    for (int n = 2; n <= MAX_HOSTS; n++) {
+        ring_sim r;
+        start_ring_of(&r, n, 1);
+        assert_all_ready_in_one_epoch(&r);
+        /* The first laps, then a lap with nothing changed. */
+        for (int k = 0; k < 2; k++) {
+            for (int h = 0; h < n; h++) {
+                const frame_epoch *c = &r.settled[h];
+                cr_assert_eq(c->members, all_hosts(n), "N=%d host %d: members %#llx", n, h,
+                             (unsigned long long)c->members);
+                cr_assert_not(c->flags & EPOCH_FLAG_RESIZED, "N=%d host %d: resized", n, h);
+                cr_assert_eq(c->members_epoch, 0, "N=%d host %d", n, h);
+                cr_assert_str_eq(c->members_why, "");
+                cr_assert_eq(r.h[h].members, all_hosts(n));
+                cr_assert_eq(r.h[h].members_epoch, 0, "the configured ring");
+            }
+            lap(&r, n - 1, EPOCH_RESET);
+            run(&r, 19);
+            assert_all_ready_in_one_epoch(&r);
+        }
+    }
+}
+
+Test(epoch, a_lap_that_closes_over_a_host_confirms_a_new_membership_on_every_host_it_passed)
+{
+    for (int n = 3; n <= MAX_HOSTS; n++) {
+        for (int gone = 0; gone < n; gone++) {
+            ring_sim r;
+            start_ring_of(&r, n, 1);
+            int before = r.n_settled[gone];
+            /* Host `gone` is out of reach: its left neighbour closes over
+             * it, and forms with the host after it. */
+            int left = (gone + n - 1) % n;
+            r.out = BIT(gone);
+            epochs_note(&r.h[left], "h unreachable for 10 s");
+            frame_epoch f;
+            uint32_t x = epochs_start(&r.h[left], EPOCH_FORM, &f);
+            send_right(&r, left, f);
+            run(&r, 23);
+
+            uint64_t members = all_hosts(n) & ~BIT(gone);
+            for (int h = 0; h < n; h++) {
+                if (h == gone) continue;
+                const frame_epoch *c = &r.settled[h];
+                cr_assert(epochs_ready(&r.h[h]), "N=%d gone %d: host %d not ready", n, gone, h);
+                cr_assert_eq(r.h[h].epoch, x);
+                cr_assert_eq(c->epoch, x);
+                cr_assert(c->flags & EPOCH_FLAG_RESIZED, "N=%d gone %d host %d", n, gone, h);
+                cr_assert_eq(c->members, members, "N=%d gone %d host %d: %#llx", n, gone, h,
+                             (unsigned long long)c->members);
+                cr_assert_eq(c->members_epoch, x, "agreed in the lap's epoch");
+                cr_assert_eq(r.h[h].members, members);
+                cr_assert_eq(r.h[h].members_epoch, x);
+            }
+            /* The host closed over heard nothing of it. */
+            cr_assert_eq(r.n_settled[gone], before);
+            cr_assert_eq(r.h[gone].members, all_hosts(n));
+            cr_assert_eq(r.h[gone].members_epoch, 0);
+
+            /* The next lap round the smaller ring changes nothing. */
+            lap(&r, (gone + 1) % n, EPOCH_RESET);
+            run(&r, 29);
+            for (int h = 0; h < n; h++) {
+                if (h == gone) continue;
+                cr_assert(epochs_ready(&r.h[h]));
+                cr_assert_not(r.settled[h].flags & EPOCH_FLAG_RESIZED, "N=%d gone %d host %d", n,
+                              gone, h);
+                cr_assert_eq(r.settled[h].members, members);
+                cr_assert_eq(r.settled[h].members_epoch, x, "still the membership of epoch %u", x);
+            }
+        }
+    }
+}
+
+Test(epoch, a_host_of_another_membership_makes_an_otherwise_unchanged_lap_a_resize)
+{
+    ring_sim r;
+    start_ring_of(&r, 4, 1);
+    /* Host 2 is closed over: hosts 0, 1 and 3 resize in epoch x. */
+    r.out = BIT(2);
+    lap(&r, 1, EPOCH_FORM);
+    run(&r, 31);
+    uint32_t x = r.h[1].epoch;
+    cr_assert_eq(r.h[0].members_epoch, x);
+    /* Host 2 is back: a lap from host 3 takes it in, but the CONFIRM of the
+     * new membership (epoch y) is lost on the link from host 1 to host 2. */
+    r.out = 0;
+    lap(&r, 3, EPOCH_FORM);
+    for (int from = 3, k = 0; k < 4; k++, from = (from + 1) % 4)
+        cr_assert(deliver(&r, from), "the FORM at host %d", from);
+    for (int from = 3, k = 0; k < 2; k++, from = (from + 1) % 4)
+        cr_assert(deliver(&r, from), "the CONFIRM at host %d", from);
+    r.head[1] = r.tail[1];
+    uint32_t y = r.h[3].epoch;
+    for (int h = 0; h < 4; h++) {
+        if (h == 2) continue;
+        cr_assert_eq(r.h[h].members, all_hosts(4), "host %d", h);
+        cr_assert_eq(r.h[h].members_epoch, y, "host %d", h);
+    }
+    cr_assert_eq(r.h[2].members, all_hosts(4));
+    cr_assert_eq(r.h[2].members_epoch, 0, "host 2 missed it");
+    cr_assert_not(epochs_ready(&r.h[2]));
+
+    /* The next lap passes the same hosts as host 1's membership, but host
+     * 2 was in another one: the ring that forms is a new membership. */
+    frame_epoch f;
+    uint32_t z = epochs_start(&r.h[1], EPOCH_FORM, &f);
+    send_right(&r, 1, f);
+    run(&r, 37);
+    assert_all_ready_in_one_epoch(&r);
+    for (int h = 0; h < 4; h++) {
+        const frame_epoch *c = &r.settled[h];
+        cr_assert_eq(c->epoch, z);
+        cr_assert_eq(c->members, all_hosts(4));
+        cr_assert(c->flags & EPOCH_FLAG_RESIZED, "host %d", h);
+        cr_assert_eq(c->members_epoch, z);
+        cr_assert_eq(r.h[h].members_epoch, z, "host %d", h);
+    }
+}
+
+Test(epoch, a_lap_carries_why_hosts_were_closed_over_until_a_resize_settles)
+{
+    ring_sim r;
+    start_ring_of(&r, 5, 1);
+    /* Hosts 1 and 2 are out of reach: host 0 closes over both, one after
+     * the other, and host 3 (whose left link came from host 2) has
+     * something to say too. */
+    r.out = BIT(1) | BIT(2);
+    epochs_note(&r.h[0], "h1 unreachable for 10 s");
+    epochs_note(&r.h[0], "h2 unreachable for 10 s");
+    epochs_note(&r.h[3], "h2 left");
+    lap(&r, 0, EPOCH_FORM);
+    run(&r, 41);
+    for (int h = 0; h < 5; h++) {
+        if (h == 1 || h == 2) continue;
+        const frame_epoch *c = &r.settled[h];
+        cr_assert(c->flags & EPOCH_FLAG_RESIZED);
+        cr_assert_eq(c->members, BIT(0) | BIT(3) | BIT(4));
+        /* In lap order, from the origin, "; " apart. */
+        cr_assert_str_eq(c->members_why,
+                         "h1 unreachable for 10 s; h2 unreachable for 10 s; h2 left");
+        cr_assert_str_eq(r.h[h].note, "", "host %d: said once, in the resize", h);
+    }
+    /* The next lap names nothing. */
+    lap(&r, 3, EPOCH_RESET);
+    run(&r, 43);
+    cr_assert_str_eq(r.settled[4].members_why, "");
+    cr_assert_not(r.settled[4].flags & EPOCH_FLAG_RESIZED);
+}
+
+Test(epoch, a_ring_that_is_not_elastic_carries_no_membership)
+{
+    for (int n = 2; n <= MAX_HOSTS; n++) {
+        ring_sim r;
+        start_ring(&r, n);
+        for (int h = 0; h < n; h++) {
+            cr_assert_eq(r.settled[h].members, 0, "N=%d host %d", n, h);
+            cr_assert_not(r.settled[h].flags & EPOCH_FLAG_RESIZED);
+        }
+        /* Even a lap that passes only some hosts, from a host that noted
+         * why: links.c never closes over a host here, but the rules hold. */
+        if (n < 3) continue;
+        r.out = BIT(1);
+        epochs_note(&r.h[0], "h1 unreachable for 10 s");
+        frame_epoch f;
+        epochs_start(&r.h[0], EPOCH_FORM, &f);
+        cr_assert_eq(f.members, 0);
+        cr_assert_str_eq(f.members_why, "");
+        send_right(&r, 0, f);
+        run(&r, 47);
+        for (int h = 0; h < n; h++) {
+            if (h == 1) continue;
+            const frame_epoch *c = &r.settled[h];
+            cr_assert(epochs_ready(&r.h[h]), "N=%d host %d", n, h);
+            cr_assert_eq(c->members, 0, "N=%d host %d", n, h);
+            cr_assert_eq(c->members_epoch, 0);
+            cr_assert_not(c->flags & EPOCH_FLAG_RESIZED, "N=%d host %d", n, h);
+            cr_assert_str_eq(c->members_why, "");
+            cr_assert_eq(r.h[h].members, 0);
+            cr_assert_eq(r.h[h].members_epoch, 0);
+        }
+    }
 }

@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 3), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 4), as specified
  * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
@@ -36,6 +36,7 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_A
 #define EPOCH_PHASE 8
 #define EPOCH_FLAGS 9
 #define EPOCH_FIXED 47   /* before the reason */
+#define EPOCH_MEMBERS 12 /* members, members_epoch: after waiting, before members_why */
 #define COMMIT_HOSTS 200 /* in sample(): a COMMIT that fits FRAME_BUF */
 #define WELCOME_TAIL (FRAME_NONCE_SIZE + FRAME_MAC_SIZE) /* after the reason */
 
@@ -199,6 +200,9 @@ static any_frame sample(int type)
         f.epoch.top = 0x8000000000000005u;
         fill(f.epoch.reason, FRAME_MAX_TEXT, 'e');
         fill(f.epoch.waiting, FRAME_MAX_WAITING, 'w');
+        f.epoch.members = 0x8000000000000001u;
+        f.epoch.members_epoch = 0xfffffff7u;
+        fill(f.epoch.members_why, FRAME_MAX_WAITING, 'm');
         break;
     case FRAME_COMMIT:
         f.commit.epoch = 0xfffffffbu;
@@ -238,8 +242,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 3);
-    cr_assert_eq(FRAME_VERSION, 3);
+    cr_assert_eq(h.version, 4);
+    cr_assert_eq(FRAME_VERSION, 4);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -350,7 +354,11 @@ Test(frame, epoch_round_trips_every_field)
     frame_header h;
     int n = encode_sample(FRAME_EPOCH, buf, sizeof buf, &h);
 
-    cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING);
+    cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +
+                        EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING);
+    /* At its longest it still fits a control body (why that limit is 1536). */
+    cr_assert_leq(h.length, FRAME_MAX_CONTROL_BODY);
+    cr_assert_eq(FRAME_MAX_CONTROL_BODY, 1536);
     cr_assert_eq(h.type, FRAME_EPOCH);
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
     cr_assert_eq(out.epoch.epoch, in.epoch.epoch);
@@ -366,6 +374,9 @@ Test(frame, epoch_round_trips_every_field)
     cr_assert_eq(out.epoch.top, in.epoch.top);
     cr_assert_str_eq(out.epoch.reason, in.epoch.reason);
     cr_assert_str_eq(out.epoch.waiting, in.epoch.waiting);
+    cr_assert_eq(out.epoch.members, in.epoch.members);
+    cr_assert_eq(out.epoch.members_epoch, in.epoch.members_epoch);
+    cr_assert_str_eq(out.epoch.members_why, in.epoch.members_why);
 }
 
 Test(frame, commit_round_trips_every_count)
@@ -405,7 +416,7 @@ Test(frame, commit_counts_as_many_hosts_as_a_ring_may_have)
 
 Test(frame, epoch_round_trips_every_phase)
 {
-    static const int phases[] = {EPOCH_BREAK, EPOCH_FORM, EPOCH_CONFIRM, EPOCH_RESET};
+    static const int phases[] = {EPOCH_BREAK, EPOCH_FORM, EPOCH_CONFIRM, EPOCH_RESET, EPOCH_LEAVE};
 
     for (size_t i = 0; i < sizeof phases / sizeof *phases; i++) {
         frame_epoch in = {.epoch = 9, .origin = 1, .phase = (uint8_t)phases[i]}, out;
@@ -421,9 +432,77 @@ Test(frame, epoch_round_trips_every_phase)
     }
 }
 
+Test(frame, epoch_carries_a_leave_and_a_resized_membership)
+{
+    /* A host leaving for good, then the confirmation of the ring that
+     * closed over it: hosts 0, 1 and 3 of four. */
+    frame_epoch leave = {.epoch = 40,
+                         .origin = 2,
+                         .phase = EPOCH_LEAVE,
+                         .fail_seq = FRAME_NO_SEQ,
+                         .done = UINT64_MAX,
+                         .reason = "ringctl leave on host h2"};
+    frame_epoch confirm = {.epoch = 41,
+                           .origin = 1,
+                           .phase = EPOCH_CONFIRM,
+                           .flags = EPOCH_FLAG_RESIZED,
+                           .fail_seq = FRAME_NO_SEQ,
+                           .prev_epoch = 36,
+                           .done = 12,
+                           .top = 12,
+                           .members = 0x0b,
+                           .members_epoch = 41,
+                           .members_why = "ring resized to 3 hosts (3 ranks): h2 left"};
+    const frame_epoch *in[] = {&leave, &confirm};
+
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++) {
+        uint8_t buf[FRAME_BUF];
+        frame_header h;
+        frame_epoch out;
+        int n = frame_encode_epoch(buf, sizeof buf, in[i]);
+
+        cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + strlen(in[i]->reason) + 2 +
+                            EPOCH_MEMBERS + 2 + strlen(in[i]->members_why));
+        cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+        memset(&out, 0x5a, sizeof out);
+        cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+        cr_assert_eq(out.epoch, in[i]->epoch);
+        cr_assert_eq(out.origin, in[i]->origin);
+        cr_assert_eq(out.phase, in[i]->phase);
+        cr_assert_eq(out.flags, in[i]->flags);
+        cr_assert_eq(out.fail_seq, in[i]->fail_seq);
+        cr_assert_eq(out.prev_epoch, in[i]->prev_epoch);
+        cr_assert_eq(out.done, in[i]->done);
+        cr_assert_eq(out.top, in[i]->top);
+        cr_assert_str_eq(out.reason, in[i]->reason);
+        cr_assert_str_eq(out.waiting, "");
+        cr_assert_eq(out.members, in[i]->members, "%#llx", (unsigned long long)out.members);
+        cr_assert_eq(out.members_epoch, in[i]->members_epoch);
+        cr_assert_str_eq(out.members_why, in[i]->members_why);
+    }
+}
+
+Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
+{
+    static const uint64_t masks[] = {0, 1, UINT64_C(1) << 63, UINT64_MAX, 0x5555555555555555u};
+
+    for (size_t i = 0; i < sizeof masks / sizeof *masks; i++) {
+        frame_epoch in = {.epoch = 7, .phase = EPOCH_FORM, .members = masks[i]}, out;
+        uint8_t buf[FRAME_BUF];
+        frame_header h;
+        int n = frame_encode_epoch(buf, sizeof buf, &in);
+
+        cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+        cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+        cr_assert_eq(out.members, masks[i], "members %#llx", (unsigned long long)masks[i]);
+        cr_assert_eq(out.members_epoch, 0);
+        cr_assert_str_eq(out.members_why, "");
+    }
+}
+
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 3, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 4, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -450,7 +529,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 3, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 4, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -476,7 +555,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 3, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 4, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -521,7 +600,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 3, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 4, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -540,7 +619,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
     frame_epoch in = {.epoch = 0x01020304,
                       .origin = 5,
                       .phase = EPOCH_RESET,
-                      .flags = EPOCH_FLAG_GONE | EPOCH_FLAG_INCOMPLETE,
+                      .flags = EPOCH_FLAG_GONE | EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED,
                       .code = -8,
                       .fail_seq = 0x1112131415161718u,
                       .fail_class = 1,
@@ -549,13 +628,16 @@ Test(frame, epoch_has_the_documented_byte_layout)
                       .done = 0x4142434445464748u,
                       .top = 0x5152535455565758u,
                       .reason = "lost",
-                      .waiting = "r3"};
+                      .waiting = "r3",
+                      .members = 0x6162636465666768u,
+                      .members_epoch = 0x71727374u,
+                      .members_why = "h2 left"};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 3, FRAME_EPOCH, 0, 0, 0, 0, 0, 57, /* header */
+        0x52, 0x47, 0x4e, 0x44, 4, FRAME_EPOCH, 0, 0, 0, 0, 0, 78, /* header */
         1, 2, 3, 4,                                                /* epoch */
         0, 0, 0, 5,                                                /* origin */
-        EPOCH_RESET, 0x03,                                         /* phase, flags */
+        EPOCH_RESET, 0x0b,                                         /* phase, flags */
         0xff, 0xff, 0xff, 0xf8,                                    /* code: -8 */
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,            /* fail_seq */
         1,                                                         /* fail_class */
@@ -565,6 +647,9 @@ Test(frame, epoch_has_the_documented_byte_layout)
         0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,            /* top */
         0, 4, 'l', 'o', 's', 't',                                  /* reason */
         0, 2, 'r', '3',                                            /* waiting */
+        0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,            /* members */
+        0x71, 0x72, 0x73, 0x74,                                    /* members_epoch */
+        0, 7, 'h', '2', ' ', 'l', 'e', 'f', 't',                   /* members_why */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -573,9 +658,12 @@ Test(frame, epoch_has_the_documented_byte_layout)
     cr_assert_eq(EPOCH_FORM, 2);
     cr_assert_eq(EPOCH_CONFIRM, 3);
     cr_assert_eq(EPOCH_RESET, 4);
+    cr_assert_eq(EPOCH_LEAVE, 5);
     cr_assert_eq(EPOCH_FLAG_GONE, 0x01);
     cr_assert_eq(EPOCH_FLAG_INCOMPLETE, 0x02);
     cr_assert_eq(EPOCH_FLAG_DONE_UNKNOWN, 0x04);
+    cr_assert_eq(EPOCH_FLAG_RESIZED, 0x08);
+    cr_assert_eq(EPOCH_FLAGS_ALL, 0x0f);
     cr_assert_eq(frame_encode_epoch(buf, sizeof buf, &in), sizeof want);
     cr_assert_arr_eq(buf, want, sizeof want);
 }
@@ -587,7 +675,7 @@ Test(frame, commit_has_the_documented_byte_layout)
         .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 3, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        0x52, 0x47, 0x4e, 0x44, 4, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -621,7 +709,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 3, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 4, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -782,12 +870,15 @@ Test(frame, encoder_truncates_strings_to_their_limit)
 
     memset(ein.reason, 'x', sizeof ein.reason);
     memset(ein.waiting, 'y', sizeof ein.waiting);
+    memset(ein.members_why, 'z', sizeof ein.members_why);
     cr_assert_eq(frame_encode_epoch(buf, sizeof buf, &ein),
-                 FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING);
+                 FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +
+                     EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &eout), FRAME_OK);
     cr_assert_eq(strlen(eout.reason), FRAME_MAX_TEXT);
     cr_assert_eq(strlen(eout.waiting), FRAME_MAX_WAITING);
+    cr_assert_eq(strlen(eout.members_why), FRAME_MAX_WAITING);
 }
 
 Test(frame, encoders_refuse_a_short_buffer_without_writing_past_it)
@@ -1027,13 +1118,28 @@ Test(frame, rejects_string_over_its_limit)
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_abort(&h, buf + FRAME_HEADER_SIZE, &a), FRAME_EMALFORMED);
 
-    /* EPOCH's fixed part needs a valid phase to get as far as its reason. */
-    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT, 2);
+    /* EPOCH's fixed part needs a valid phase to get as far as its reason;
+     * after the reason come an empty waiting, members, members_epoch and
+     * an empty members_why. */
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT, 2 + EPOCH_MEMBERS + 2);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
 
-    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT + 1, 2);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT + 1, 2 + EPOCH_MEMBERS + 2);
+    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
+
+    /* members_why, the last string, after an empty reason and waiting. */
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS, FRAME_MAX_WAITING, 0);
+    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
+    cr_assert_eq(strlen(e.members_why), FRAME_MAX_WAITING);
+
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS, FRAME_MAX_WAITING + 1,
+                     0);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
@@ -1136,7 +1242,7 @@ Test(frame, data_takes_the_wire_types_and_refuses_other_values_after_kind)
 
 Test(frame, rejects_epoch_with_an_unknown_phase)
 {
-    static const uint8_t bad[] = {0, EPOCH_RESET + 1, 0x7f, 0x80, 0xff};
+    static const uint8_t bad[] = {0, EPOCH_LEAVE + 1, 0x7f, 0x80, 0xff};
     any_frame in = sample(FRAME_EPOCH), out;
     uint8_t buf[FRAME_BUF];
     frame_header h;
@@ -1153,7 +1259,7 @@ Test(frame, rejects_epoch_with_an_unknown_phase)
 
 Test(frame, rejects_epoch_with_an_unknown_flag)
 {
-    static const uint8_t bad[] = {0x08, 0x10, 0x80, 0xff};
+    static const uint8_t bad[] = {0x10, 0x20, 0x40, 0x80, 0xff};
     any_frame in = sample(FRAME_EPOCH), out;
     uint8_t buf[FRAME_BUF];
     frame_header h;
@@ -1326,7 +1432,7 @@ static int rnd_frame(any_frame *f)
     case FRAME_EPOCH:
         f->epoch.epoch = (uint32_t)rnd();
         f->epoch.origin = (uint32_t)rnd();
-        f->epoch.phase = (uint8_t)(EPOCH_BREAK + rnd() % 4);
+        f->epoch.phase = (uint8_t)(EPOCH_BREAK + rnd() % 5);
         f->epoch.flags = (uint8_t)(rnd() & EPOCH_FLAGS_ALL);
         f->epoch.code = (int32_t)(rnd() % 32) - 16;
         f->epoch.fail_seq = rnd();
@@ -1337,6 +1443,9 @@ static int rnd_frame(any_frame *f)
         f->epoch.top = rnd();
         rnd_str(f->epoch.reason, FRAME_MAX_TEXT);
         rnd_str(f->epoch.waiting, FRAME_MAX_WAITING);
+        f->epoch.members = rnd();
+        f->epoch.members_epoch = (uint32_t)rnd();
+        rnd_str(f->epoch.members_why, FRAME_MAX_WAITING);
         break;
     case FRAME_COMMIT: {
         uint64_t base = rnd() >> 1;

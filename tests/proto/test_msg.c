@@ -1,6 +1,7 @@
 /*
- * test_msg.c - the client <-> daemon messages of proto/msg.h, as specified in
- * proto/PROTOCOL.md: layouts, limits, and refusal of every malformed input.
+ * test_msg.c - the client <-> daemon messages of proto/msg.h (version 3), as
+ * specified in proto/PROTOCOL.md: layouts, limits, and refusal of every
+ * malformed input.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -141,6 +142,7 @@ static any_msg sample(int type)
         m.welcome.n_hosts = 1023;
         m.welcome.max_bytes = 0xffffffffffffff01u;
         fill(m.welcome.host, MSG_MAX_NAME, 'h');
+        m.welcome.members_epoch = 0xfffffff3u;
         break;
     case MSG_ERROR:
         m.error.code = -6;
@@ -167,6 +169,7 @@ static any_msg sample(int type)
         m.coll.weight = 1234.5;
         m.coll.timeout_ms = 0xffffffffu;
         fill(m.coll.name, MSG_MAX_NAME, 'c');
+        m.coll.members_epoch = 0x80000007u;
         break;
     case MSG_RESULT:
         m.result.id = 77;
@@ -301,7 +304,7 @@ Test(msg, welcome_round_trips_every_field)
 {
     any_msg in = sample(MSG_WELCOME), out;
 
-    cr_assert_eq(round_trip(MSG_WELCOME, &in, &out), MSG_HEADER_SIZE + 32 + 2 + MSG_MAX_NAME);
+    cr_assert_eq(round_trip(MSG_WELCOME, &in, &out), MSG_HEADER_SIZE + 32 + 2 + MSG_MAX_NAME + 4);
     cr_assert_eq(out.welcome.rank, in.welcome.rank);
     cr_assert_eq(out.welcome.size, in.welcome.size);
     cr_assert_eq(out.welcome.local_rank, in.welcome.local_rank);
@@ -310,6 +313,7 @@ Test(msg, welcome_round_trips_every_field)
     cr_assert_eq(out.welcome.n_hosts, in.welcome.n_hosts);
     cr_assert_eq(out.welcome.max_bytes, in.welcome.max_bytes);
     cr_assert_str_eq(out.welcome.host, in.welcome.host);
+    cr_assert_eq(out.welcome.members_epoch, in.welcome.members_epoch);
 }
 
 Test(msg, error_round_trips_every_field)
@@ -344,7 +348,8 @@ Test(msg, collective_round_trips_every_field)
 {
     any_msg in = sample(MSG_COLLECTIVE), out;
 
-    cr_assert_eq(round_trip(MSG_COLLECTIVE, &in, &out), MSG_HEADER_SIZE + 48 + 2 + MSG_MAX_NAME);
+    cr_assert_eq(round_trip(MSG_COLLECTIVE, &in, &out),
+                 MSG_HEADER_SIZE + 48 + 2 + MSG_MAX_NAME + 4);
     cr_assert_eq(out.coll.id, in.coll.id);
     cr_assert_eq(out.coll.kind, in.coll.kind);
     cr_assert_eq(out.coll.dtype, in.coll.dtype);
@@ -356,6 +361,7 @@ Test(msg, collective_round_trips_every_field)
     cr_assert_eq(out.coll.weight, in.coll.weight);
     cr_assert_eq(out.coll.timeout_ms, in.coll.timeout_ms);
     cr_assert_str_eq(out.coll.name, in.coll.name);
+    cr_assert_eq(out.coll.members_epoch, in.coll.members_epoch);
 }
 
 Test(msg, result_round_trips_every_field)
@@ -481,7 +487,7 @@ Test(msg, resized_result_has_the_documented_byte_layout)
                      .size = 3};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 2, MSG_RESULT, 0, 0, 0, 0, 0, 27, /* header */
+        0x52, 0x47, 0x44, 0x43, 3, MSG_RESULT, 0, 0, 0, 0, 0, 27, /* header */
         0, 0, 0, 0, 0, 0, 0, 5,                                   /* id */
         0xff, 0xff, 0xff, 0xeb,                                   /* status -21 */
         0, 1, 'r',                                                /* text */
@@ -652,7 +658,7 @@ Test(msg, leave_req_has_the_documented_byte_layout)
     msg_leave_req in = {.id = 0x0102030405060708u, .action = MSG_LEAVE}, out;
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 2, MSG_LEAVE_REQ, 0, 0, 0, 0, 0, 9, /* header */
+        0x52, 0x47, 0x44, 0x43, 3, MSG_LEAVE_REQ, 0, 0, 0, 0, 0, 9, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                     /* id */
         1,                                                          /* action: leave */
     };
@@ -684,7 +690,7 @@ Test(msg, hello_has_the_documented_byte_layout)
     msg_hello in = {.flags = MSG_HELLO_OBSERVER, .local_rank = -1, .pid = 0x01020304};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 2, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
+        0x52, 0x47, 0x44, 0x43, 3, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
         0, 0, 0, 1,                                              /* flags */
         0xff, 0xff, 0xff, 0xff,                                  /* local_rank */
         1, 2, 3, 4,                                              /* pid */
@@ -692,8 +698,57 @@ Test(msg, hello_has_the_documented_byte_layout)
     /* clang-format on */
     uint8_t buf[MSG_BUF];
 
+    cr_assert_eq(MSG_VERSION, 3);
     cr_assert_eq(msg_encode_hello(buf, sizeof buf, &in), sizeof want);
     cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(msg, welcome_has_the_documented_byte_layout)
+{
+    msg_welcome in = {.rank = 5,
+                      .size = 8,
+                      .local_rank = 1,
+                      .local_size = 2,
+                      .host_index = 2,
+                      .n_hosts = 4,
+                      .max_bytes = 0x0102030405060708u,
+                      .host = "h2",
+                      .members_epoch = 0x11121314u};
+    /* clang-format off */
+    static const uint8_t want[] = {
+        0x52, 0x47, 0x44, 0x43, 3, MSG_WELCOME, 0, 0, 0, 0, 0, 40, /* header */
+        0, 0, 0, 5,   0, 0, 0, 8,                                  /* rank, size */
+        0, 0, 0, 1,   0, 0, 0, 2,                                  /* local_rank, local_size */
+        0, 0, 0, 2,   0, 0, 0, 4,                                  /* host_index, n_hosts */
+        1, 2, 3, 4, 5, 6, 7, 8,                                    /* max_bytes */
+        0, 2, 'h', '2',                                            /* host */
+        0x11, 0x12, 0x13, 0x14,                                    /* members_epoch */
+    };
+    /* clang-format on */
+    uint8_t buf[MSG_BUF];
+
+    cr_assert_eq(msg_encode_welcome(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(msg, welcome_and_collective_carry_the_membership_epoch_after_their_string)
+{
+    /* 0: a ring never resized; the membership a session was told of comes
+     * back, unchanged, in every COLLECTIVE it makes for that membership. */
+    static const uint32_t epochs[] = {0, 1, 41, UINT32_MAX};
+
+    for (size_t i = 0; i < sizeof epochs / sizeof *epochs; i++) {
+        any_msg w = sample(MSG_WELCOME), c = sample(MSG_COLLECTIVE), out;
+
+        w.welcome.members_epoch = epochs[i];
+        c.coll.members_epoch = epochs[i];
+        round_trip(MSG_WELCOME, &w, &out);
+        cr_assert_eq(out.welcome.members_epoch, epochs[i]);
+        cr_assert_str_eq(out.welcome.host, w.welcome.host);
+        round_trip(MSG_COLLECTIVE, &c, &out);
+        cr_assert_eq(out.coll.members_epoch, epochs[i]);
+        cr_assert_str_eq(out.coll.name, c.coll.name);
+    }
 }
 
 Test(msg, collective_has_the_documented_byte_layout)
@@ -708,10 +763,11 @@ Test(msg, collective_has_the_documented_byte_layout)
                          .root = 0x51525354,
                          .weight = 2.0,
                          .timeout_ms = 0x41424344u,
-                         .name = "g"};
+                         .name = "g",
+                         .members_epoch = 0x61626364u};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 2, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 51, /* header */
+        0x52, 0x47, 0x44, 0x43, 3, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 55, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                       /* id */
         1, 6, 1, 0,                                     /* kind, dtype, op, reserved */
         0x11, 0x12, 0x13, 0x14,                         /* region */
@@ -721,6 +777,7 @@ Test(msg, collective_has_the_documented_byte_layout)
         0x40, 0, 0, 0, 0, 0, 0, 0,                      /* weight: binary64 2.0 */
         0x41, 0x42, 0x43, 0x44,                         /* timeout_ms */
         0, 1, 'g',                                      /* name */
+        0x61, 0x62, 0x63, 0x64,                         /* members_epoch */
     };
     /* clang-format on */
     uint8_t buf[MSG_BUF];
@@ -909,11 +966,14 @@ Test(msg, rejects_string_over_its_limit)
     any_msg in = sample(MSG_COLLECTIVE), out;
     uint8_t buf[MSG_BUF];
     msg_header h;
-    size_t name = MSG_HEADER_SIZE + 36;
+    size_t name = MSG_HEADER_SIZE + 48;
     int n = msg_encode_collective(buf, sizeof buf, &in.coll);
 
-    /* One more byte of name, with both length fields consistent. */
-    buf[n] = 'c';
+    /* One more byte of name, with both length fields consistent: members_epoch
+     * moves one byte on. */
+    cr_assert_eq(buf[name] << 8 | buf[name + 1], MSG_MAX_NAME);
+    memmove(buf + n - 3, buf + n - 4, 4);
+    buf[n - 4] = 'c';
     buf[name + 1]++;
     buf[11]++;
     cr_assert_eq(msg_decode_header(buf, (size_t)n + 1, &h), MSG_OK);
@@ -1018,6 +1078,7 @@ static int rnd_msg(any_msg *m)
     case MSG_WELCOME:
         m->welcome.max_bytes = rnd();
         rnd_str(m->welcome.host, MSG_MAX_NAME);
+        m->welcome.members_epoch = (uint32_t)rnd();
         break;
     case MSG_ERROR:
         rnd_str(m->error.text, MSG_MAX_TEXT);
@@ -1031,6 +1092,7 @@ static int rnd_msg(any_msg *m)
     case MSG_COLLECTIVE:
         m->coll.count = rnd();
         rnd_str(m->coll.name, MSG_MAX_NAME);
+        m->coll.members_epoch = (uint32_t)rnd();
         break;
     case MSG_RESULT:
         if (rnd() % 2) *m = sample_resized();
