@@ -297,6 +297,9 @@ static void on_elastic(uv_timer_t *timer)
     if (!l->failing_since) l->failing_since = now;
     char why[FRAME_MAX_WAITING];
     if (l->gone & BIT(t)) {
+        /* Once: from now on it is a host closed over, tried again when
+         * this host looks for the nearest (it may join again). */
+        l->gone &= ~BIT(t);
         snprintf(why, sizeof why, "%s left", host_name(l, t));
         epochs_note(&l->ep, why);
         close_over(l, why);

@@ -229,6 +229,13 @@ void ring_on_settle(void *data, const frame_epoch *c, int ready)
         v.reason = c->members_why;
     }
     jobs_settle(&r->q, &v);
+    /* Nothing made for the old membership runs on the new one (after a
+     * reset none waits: they were held and settled just now). */
+    while (resized && jobs_waiting(&r->q)) {
+        char text[FRAME_MAX_TEXT + 160];
+        snprintf(text, sizeof text, "%s failed: %s", jobs_waiting(&r->q)->label, c->members_why);
+        jobs_end_waiting(&r->q, RINGD_ERESIZED, text);
+    }
     /* Those still finishing their sends or reads failed too, the same way;
      * they go back as they finish (ring_complete()). */
     for (int k = 0; k < r->n_act; k++) {

@@ -4,8 +4,9 @@
  *
  * Same discipline as frame.c: the header is checked before the body is read,
  * and a body must have exactly the bytes its type's layout needs. Fixed-size
- * fields come first in every body and strings last, so every field has a
- * fixed offset except the strings.
+ * fields come first and strings after them; fields added in later versions
+ * follow (WELCOME's and COLLECTIVE's members_epoch, RESULT's and STATUS's
+ * trailers).
  */
 #include "proto/bytes.h"
 #include "proto/msg.h"

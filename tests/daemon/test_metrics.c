@@ -88,3 +88,23 @@ Test(metrics, render_refuses_a_buffer_too_small)
     char buf[256];
     cr_assert_eq(metrics_render(&s, buf, sizeof buf), -1);
 }
+
+Test(metrics, an_elastic_ring_shows_its_hosts_in_and_out_and_its_resizes)
+{
+    status_snapshot s = sample();
+    cfg_host hosts[3] = {{.name = "a"}, {.name = "b"}, {.name = "c"}};
+    cfg view = {.hosts = hosts, .n_hosts = 2};
+    s.hosts = hosts;
+    s.n_hosts = 3;
+    s.view.hosts = &view;
+    s.view.m.elastic = 1;
+    s.view.m.members = 0x3; /* c is out */
+    s.view.m.resizes = 2;
+    static char buf[65536];
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "ringd_hosts_live 2\n"));
+    cr_assert_not_null(strstr(buf, "ringd_hosts_configured 3\n"));
+    cr_assert_not_null(strstr(buf, "ringd_host_in_ring{host=\"b\"} 1\n"));
+    cr_assert_not_null(strstr(buf, "ringd_host_in_ring{host=\"c\"} 0\n"));
+    cr_assert_not_null(strstr(buf, "ringd_resizes_total 2\n"));
+}

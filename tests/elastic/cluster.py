@@ -155,6 +155,19 @@ class Cluster:
                             str(step_ms), str(deadline_s)],
             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
+    def start_command(self, i, argv, env=None):
+        """Host i's training process is argv (RINGD_SOCKET set), its output
+        appended to rank_logs[i]."""
+        e = dict(os.environ if env is None else env)
+        e["RINGD_SOCKET"] = self.sockets[i]
+        with open(self.rank_logs[i], "ab") as log:
+            self.ranks[i] = subprocess.Popen(self.wrap(i) + argv, env=e, stdin=subprocess.DEVNULL,
+                                             stdout=log, stderr=log, preexec_fn=_die_with_parent)
+
+    def rank_output(self, i):
+        with open(self.rank_logs[i], errors="replace") as f:
+            return f.read()
+
     def rank_events(self, i):
         """The events of host i's training processes, as (ms, kind, fields)."""
         events = []

@@ -79,6 +79,15 @@ static void frames(void)
     put("frame", "epoch_reset", b, frame_encode_epoch(b, sizeof b, &e));
     e.phase = EPOCH_CONFIRM;
     put("frame", "epoch_confirm", b, frame_encode_epoch(b, sizeof b, &e));
+    /* An elastic ring's: a resize, and a host that leaves. */
+    e.flags = EPOCH_FLAG_RESIZED;
+    e.members = 0x1b;
+    e.members_epoch = 9;
+    strcpy(e.members_why, "ring resized to 4 hosts (4 ranks): c unreachable for 10 s");
+    put("frame", "epoch_resized", b, frame_encode_epoch(b, sizeof b, &e));
+    frame_epoch leave = {.epoch = 9, .origin = 2, .phase = EPOCH_LEAVE, .fail_seq = FRAME_NO_SEQ};
+    strcpy(leave.reason, "ringd on c is stopping (SIGTERM)");
+    put("frame", "epoch_leave", b, frame_encode_epoch(b, sizeof b, &leave));
     static frame_commit c = {.epoch = 9, .n = 4, .done = {12, 11, 12, 13}};
     put("frame", "commit", b, frame_encode_commit(b, sizeof b, &c));
     /* A handshake followed by traffic, as one stream. */
@@ -99,7 +108,8 @@ static void msgs(void)
                      .local_size = 1,
                      .host_index = 1,
                      .n_hosts = 4,
-                     .max_bytes = 1ull << 32};
+                     .max_bytes = 1ull << 32,
+                     .members_epoch = 9};
     strcpy(w.host, "b");
     put("msg", "welcome", b, msg_encode_welcome(b, sizeof b, &w));
     msg_error e = {.code = -12};
@@ -118,11 +128,18 @@ static void msgs(void)
                         .count = 1024,
                         .root = 0,
                         .weight = 32,
-                        .timeout_ms = 0};
+                        .timeout_ms = 0,
+                        .members_epoch = 9};
     strcpy(c.name, "fc1.weight");
     put("msg", "collective", b, msg_encode_collective(b, sizeof b, &c));
     msg_result res = {.id = 3, .status = 0};
     put("msg", "result", b, msg_encode_result(b, sizeof b, &res));
+    msg_result resized = {.id = 3, .status = MSG_STATUS_RESIZED, .members_epoch = 9, .rank = 2,
+                          .size = 4};
+    strcpy(resized.text, "allreduce failed: ring resized to 4 hosts (4 ranks): c left");
+    put("msg", "result_resized", b, msg_encode_result(b, sizeof b, &resized));
+    msg_leave_req lv = {.id = 5, .action = MSG_LEAVE};
+    put("msg", "leave_req", b, msg_encode_leave_req(b, sizeof b, &lv));
     msg_status_req sr = {.id = 4};
     put("msg", "status_req", b, msg_encode_status_req(b, sizeof b, &sr));
     msg_status st = {.id = 4, .host_index = 1, .n_hosts = 4, .epoch = 2, .clients = 1};

@@ -461,6 +461,7 @@ NEW_VALUES = {
     "secret_file": None, "encryption": "aes-256-gcm",  # encryption needs the key: after it
     "socket_mode": '"0600"', "socket_group": "0", "allowed_uids": "[0]", "allowed_gids": "[0]",
     "algorithm": "star", "star_root": "h0",
+    "evict_after": "0", "min_hosts": "3",  # of three hosts (the default is 2)
 }
 
 
@@ -469,7 +470,7 @@ def test_reload_applies_each_key_as_the_readme_ringd8_and_the_example_say(tmp):
     classes = reference.reload_classes("deploy/ringd.example.yaml")
     missing = {k for keys in classes.values() for k in keys} - set(NEW_VALUES)
     assert not missing, "add a value to try in NEW_VALUES for %s" % missing
-    port, port2, mport = free_ports(3)
+    port, port2, mport, p1, p2 = free_ports(5)
     key = os.path.join(tmp, "cluster.key")
     with open(key, "w") as f:
         f.write("a-test-key-that-is-long-enough-0123456789\n")
@@ -481,7 +482,10 @@ def test_reload_applies_each_key_as_the_readme_ringd8_and_the_example_say(tmp):
 
     def write():
         with open(conf, "w") as f:
+            # h1 and h2 never run: min_hosts has a value to change to.
             f.write("hosts:\n  - name: h0\n    address: 127.0.0.1:%d\n" % (values["hosts"] or port))
+            f.write("  - name: h1\n    address: 127.0.0.1:%d\n" % p1)
+            f.write("  - name: h2\n    address: 127.0.0.1:%d\n" % p2)
             for k, v in values.items():
                 if k != "hosts":
                     f.write("%s: %s\n" % (k, v))
