@@ -269,3 +269,35 @@ def test_run_passes_other_errors_and_results_through():
     assert f(elastic.State(v=1), 2, b=3) == (1, 2, 3)
     with pytest.raises(KeyError):
         elastic.run(lambda s: {}["x"], conn=g.conn(0))(elastic.State())
+
+
+def test_run_goes_back_to_the_commit_and_retries_when_the_ring_breaks():
+    # ERING, EABORTED, ETIMEDOUT: every rank gets the same one for the same
+    # collective, before a resize or without one; each goes back and retries.
+    g = FakeGroup(1)
+    errors = []
+
+    def train(state):
+        if len(errors) < 3:
+            state.w += 1  # a step in progress, lost
+            name = ["RINGD_ERING", "RINGD_EABORTED", "RINGD_ETIMEDOUT"][len(errors)]
+            raise ringd.RingError(-8, name, "ring broken")
+        return state.w.copy()
+
+    f = elastic.run(train, conn=g.conn(0), on_error=lambda s, e: errors.append(e.name))
+    w = f(elastic.State(w=np.zeros(2)))
+    assert errors == ["RINGD_ERING", "RINGD_EABORTED", "RINGD_ETIMEDOUT"]
+    assert np.array_equal(w, np.zeros(2)), "each retry starts from the last commit"
+
+
+def test_run_gives_up_on_a_ring_that_stays_broken_for_retry_for():
+    g = FakeGroup(1)
+
+    def train(state):
+        raise ringd.RingError(-8, "RINGD_ERING", "ring broken")
+
+    with pytest.raises(ringd.RingError, match="ring broken"):
+        elastic.run(train, conn=g.conn(0), retry_for=0.3)(elastic.State())
+    with pytest.raises(ringd.RingError, match="RINGD_EMISMATCH"):
+        elastic.run(lambda s: (_ for _ in ()).throw(ringd.RingError(-9, "RINGD_EMISMATCH", "")),
+                    conn=g.conn(0))(elastic.State())

@@ -47,10 +47,11 @@ through their own methods.
 import copy
 import functools
 import pickle
+import time
 
 import numpy as np
 
-from ._lib import ResizedError
+from ._lib import ResizedError, RingError
 
 # Bytes per broadcast of a serialized state: well under the smallest
 # max_buffer a daemon accepts (1 MiB).
@@ -60,6 +61,11 @@ CHUNK = 512 * 1024
 _NEVER = np.iinfo(np.int64).max
 
 _OWN = ("model", "optimizer")  # attributes that are not user values
+
+# Failures every rank gets alike for the same collective, which the ring
+# recovers from by itself: the ring broke (a host went away, before it is
+# closed over), a rank left, a collective timed out (the ring was down).
+_TRANSIENT = frozenset(("RINGD_ERING", "RINGD_EABORTED", "RINGD_ETIMEDOUT"))
 
 
 def _copy_model(model):
@@ -110,6 +116,7 @@ class State:
         # smaller, the longer it has been in the ring (see sync()).
         self._joined = None
         self._resizes = 0
+        self._commits = 0  # commit() calls: how run() tells training goes on
         self.commit()
 
     def __repr__(self):
@@ -147,6 +154,7 @@ class State:
         in memory: what restore() and sync() go back to. Call it where every
         rank is at the same point of training (after a step, say)."""
         self._committed = self._snapshot()
+        self._commits += 1
 
     def restore(self):
         """Goes back to the last commit: the model and the optimizer load
@@ -228,19 +236,29 @@ def _membership_epoch(conn):
     return int(membership()["epoch"]) if membership is not None else 0
 
 
-def run(train_fn=None, *, conn=None, max_resizes=None, on_resize=None):
+def run(train_fn=None, *, conn=None, max_resizes=None, on_resize=None, retry_for=600.0,
+        on_error=None):
     """Wraps train_fn(state, *args, **kwargs) so that it survives resizes:
     the function returned syncs the state (State.sync) and calls train_fn;
     whenever train_fn, or the sync, raises ringd.ResizedError it syncs again
     (which restores the state of the rank in the ring longest on every rank)
     and calls train_fn again, until train_fn returns; it returns what
-    train_fn returns. Any other exception goes to the caller.
+    train_fn returns.
+
+    The failures that come before a resize, or without one, are taken the
+    same way: RINGD_ERING (the ring broke: a host went away and is not
+    closed over yet), RINGD_EABORTED (a rank left) and RINGD_ETIMEDOUT.
+    Every rank gets the same one for the same collective, so every rank
+    goes back to its last commit and syncs; they are retried, a moment
+    apart, for up to retry_for seconds without a commit in between, then
+    the last one is raised. Any other exception goes to the caller.
 
     conn: the Connection (default: ringd.connect(), the process's own).
     max_resizes: after so many ResizedErrors in one call, the last one is
     raised (default: no limit). on_resize(state, error): called after each,
-    before the sync (to log it, say). state.resizes counts them. A decorator
-    too, with or without arguments:
+    before the sync (to log it, say); on_error(state, error) the same for
+    the other failures retried. state.resizes counts the resizes. A
+    decorator too, with or without arguments:
 
         @ringd.elastic.run
         def train(state): ...
@@ -249,7 +267,8 @@ def run(train_fn=None, *, conn=None, max_resizes=None, on_resize=None):
         def train(state): ...
     """
     if train_fn is None:
-        return functools.partial(run, conn=conn, max_resizes=max_resizes, on_resize=on_resize)
+        return functools.partial(run, conn=conn, max_resizes=max_resizes, on_resize=on_resize,
+                                 retry_for=retry_for, on_error=on_error)
 
     @functools.wraps(train_fn)
     def elastic(state, *args, **kwargs):
@@ -259,6 +278,7 @@ def run(train_fn=None, *, conn=None, max_resizes=None, on_resize=None):
 
             c = connect()
         seen = 0
+        failing_since, commits = None, None
         while True:
             try:
                 state.sync(c)
@@ -270,5 +290,16 @@ def run(train_fn=None, *, conn=None, max_resizes=None, on_resize=None):
                     raise
                 if on_resize is not None:
                     on_resize(state, e)
+            except RingError as e:
+                if e.name not in _TRANSIENT:
+                    raise
+                now = time.monotonic()
+                if commits != state._commits:  # it trained since the last one
+                    failing_since, commits = now, state._commits
+                if now - failing_since > retry_for:
+                    raise
+                if on_error is not None:
+                    on_error(state, e)
+                time.sleep(0.1)
 
     return elastic
