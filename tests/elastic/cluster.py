@@ -168,6 +168,31 @@ class Cluster:
         with open(self.rank_logs[i], errors="replace") as f:
             return f.read()
 
+    def train(self, steps, until_step, step_ms=20):
+        """Starts every daemon and a training process on each host, and
+        waits until host 0 has run until_step steps."""
+        self.start_all()
+        for i in range(self.n):
+            self.start_rank(i, steps, step_ms)
+        self.wait_event(0, lambda e: e[1] == "ok" and int(e[2][0]) >= until_step, 60)
+
+    def check_run(self, hosts, steps, timeout=120):
+        """Waits for the training processes of hosts to finish, then checks
+        the run (replay()) and that each ends with the replay's model.
+        Returns {step: hosts that ran it}."""
+        codes = self.wait_ranks(hosts, timeout)
+        logs = {i: self.rank_events(i) for i in range(self.n)}
+        assert all(code == 0 for code in codes.values()), (
+            f"exit codes {codes}; last events:\n"
+            + "\n".join(f"h{i}: {logs[i][-5:]}" for i in hosts))
+        schedule = replay(logs)
+        assert sorted(schedule) == list(range(steps)), "some step never ran, or ran twice"
+        want = model_hash(schedule, steps)
+        for i in hosts:
+            done = [e for e in logs[i] if e[1] == "done"]
+            assert done and done[-1][2][0] == want, f"h{i} ends with model {done}, the replay {want}"
+        return schedule
+
     def rank_events(self, i):
         """The events of host i's training processes, as (ms, kind, fields)."""
         events = []

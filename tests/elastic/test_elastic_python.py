@@ -28,6 +28,10 @@ def test_the_example_trains_on_through_a_host_that_leaves_and_returns(tmp_path):
     c = Cluster(tmp_path, 5, CONFIG)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(HERE, "..", "..", "client", "python")
+    if os.environ.get("RINGD_PYTHON_PRELOAD"):  # a sanitized libringd (CMakeLists.txt)
+        env["LD_PRELOAD"] = os.environ["RINGD_PYTHON_PRELOAD"]
+        env["ASAN_OPTIONS"] = "detect_leaks=0:halt_on_error=1:abort_on_error=0"
+    env["OMP_NUM_THREADS"] = "1"
     argv = [sys.executable, EXAMPLE, "--steps", "1500", "--sleep", "0.005", "--print-every", "50"]
     try:
         c.start_all()

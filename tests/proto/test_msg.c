@@ -601,7 +601,8 @@ Test(msg, status_membership_block_starts_with_its_counters)
     int n = msg_encode_status(buf, sizeof buf, &in.status);
     const uint8_t *p = buf + n - STATUS_MEMBERS;
 
-    cr_assert_eq(p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3], (int)0xa1a2a3a4u);
+    cr_assert_eq((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3],
+                 0xa1a2a3a4u);
     cr_assert_eq(p[7], 3);     /* min_hosts */
     cr_assert_eq(p[11], 0xfe); /* n_live */
     cr_assert_eq(p[12], 0xb1); /* live */
