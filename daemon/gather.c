@@ -39,6 +39,7 @@ typedef struct coll {
     uint64_t deadline;
     char label[MSG_MAX_NAME + 32];
     int work;             /* the local rank whose buffer the engine runs on */
+    int first;            /* this host's first rank when it ran */
     uint8_t barrier_byte; /* a barrier's buffer */
     char failure[MSG_MAX_TEXT];
     int fail_status; /* coll_fail() waiting for the next epoch's start */
@@ -209,8 +210,10 @@ static void on_job_done(job *j, int status, const char *message)
         /* Hand the result to the other local ranks: all of it, or for a
          * reduce-scatter each rank's own block. */
         size_t esize = ringd_dtype_size(m->dtype);
-        size_t bytes = buffer_elems(g, m) * esize;
-        int first = first_rank(g);
+        /* As the ring was when it ran: a resize may have renumbered the
+         * ranks since (the verdict that says it succeeded came with one). */
+        size_t bytes = j->count * esize;
+        int first = c->first;
         for (int i = 0; i < g->local_size; i++) {
             if (i == c->work || !c->subs[i].buf) continue;
             if (j->kind == RINGD_COLL_REDUCE_SCATTER) {
@@ -336,6 +339,7 @@ static void coll_run(gather *g, coll *c)
         }
     }
     c->work = 0;
+    c->first = first;
     double weight = combine(g, c);
     c->running = 1;
     int barrier = m0->kind == MSG_COLL_BARRIER;

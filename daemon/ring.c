@@ -577,6 +577,8 @@ void ring_set_view(ring *r, uint64_t members, uint32_t members_epoch)
     }
     r->view.n_hosts = k;
     r->n = (int)k;
+    /* Counts are of a view's hosts: none of another view's may stay. */
+    memset(r->done, 0, c->n_hosts * sizeof *r->done);
     r->members = members;
     r->members_epoch = members_epoch;
 }

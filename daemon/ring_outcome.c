@@ -164,7 +164,7 @@ void ring_on_epoch(void *data, const links_event *ev)
     r->epoch = ev->epoch;
     jobs_renumber(&r->q);
     r->early_set = 0;
-    memset(r->done, 0, (size_t)r->n * sizeof *r->done);
+    memset(r->done, 0, r->cfg->n_hosts * sizeof *r->done); /* every view's */
     r->commit_due = 0;
     if (ev->gone) {
         r->gen++;

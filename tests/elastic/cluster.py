@@ -40,9 +40,10 @@ def _die_with_parent():
 
 
 class Cluster:
-    def __init__(self, dirpath, hosts, extra_yaml="", addresses=None, wrap=None):
+    def __init__(self, dirpath, hosts, extra_yaml="", addresses=None, wrap=None, local_clients=1):
         self.dir = str(dirpath)
         self.n = hosts
+        self.local = local_clients
         self.wrap = wrap or (lambda i: [])
         self.ringd = os.environ["RINGD_BIN"]
         self.ringctl_bin = os.environ.get("RINGCTL_BIN")
@@ -51,11 +52,13 @@ class Cluster:
             addresses = [f"127.0.0.1:{p}" for p in free_ports(hosts)]
         self.sockets = [os.path.join(self.dir, f"h{i}.sock") for i in range(hosts)]
         self.logs = [os.path.join(self.dir, f"h{i}.log") for i in range(hosts)]
-        self.rank_logs = [os.path.join(self.dir, f"rank{i}.log") for i in range(hosts)]
+        # Training processes by ID: host x local_clients + local rank.
+        self.rank_logs = [os.path.join(self.dir, f"rank{i}.log")
+                          for i in range(hosts * local_clients)]
         self.daemons = [None] * hosts
-        self.ranks = [None] * hosts
+        self.ranks = [None] * (hosts * local_clients)
         self.config = os.path.join(self.dir, "ringd.yaml")
-        lines = ["cluster: elastic", "local_clients: 1"]
+        lines = ["cluster: elastic", f"local_clients: {local_clients}"]
         lines += [l for l in extra_yaml.splitlines() if l.strip()]
         lines.append("hosts:")
         for i in range(hosts):
@@ -98,10 +101,11 @@ class Cluster:
             time.sleep(0.02)
 
     def kill(self, i, sig=signal.SIGKILL):
-        """Kills host i: its daemon (sig) and its training process (SIGKILL)."""
-        if self.ranks[i] is not None and self.ranks[i].poll() is None:
-            self.ranks[i].kill()
-            self.ranks[i].wait()
+        """Kills host i: its daemon (sig) and its training processes (SIGKILL)."""
+        for r in self.ranks[i * self.local:(i + 1) * self.local]:
+            if r is not None and r.poll() is None:
+                r.kill()
+                r.wait()
         d = self.daemons[i]
         if d is not None and d.poll() is None:
             d.send_signal(sig)
@@ -150,10 +154,14 @@ class Cluster:
     # ---- training processes ----
 
     def start_rank(self, i, steps, step_ms=20, deadline_s=240):
-        self.ranks[i] = subprocess.Popen(
-            self.wrap(i) + [self.rank_bin, self.sockets[i], str(i), str(steps), self.rank_logs[i],
-                            str(step_ms), str(deadline_s)],
-            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        """Starts host i's training processes (elastic_rank, one per local rank)."""
+        for k in range(self.local):
+            pid = i * self.local + k
+            env = dict(os.environ, RINGD_LOCAL_RANK=str(k))
+            self.ranks[pid] = subprocess.Popen(
+                self.wrap(i) + [self.rank_bin, self.sockets[i], str(pid), str(steps),
+                                self.rank_logs[pid], str(step_ms), str(deadline_s)],
+                env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
     def start_command(self, i, argv, env=None):
         """Host i's training process is argv (RINGD_SOCKET set), its output
@@ -180,21 +188,24 @@ class Cluster:
         """Waits for the training processes of hosts to finish, then checks
         the run (replay()) and that each ends with the replay's model.
         Returns {step: hosts that ran it}."""
-        codes = self.wait_ranks(hosts, timeout)
-        logs = {i: self.rank_events(i) for i in range(self.n)}
+        ids = [i * self.local + k for i in hosts for k in range(self.local)]
+        codes = self.wait_ranks(ids, timeout)
+        logs = {i: self.rank_events(i) for i in range(len(self.ranks))}
         assert all(code == 0 for code in codes.values()), (
             f"exit codes {codes}; last events:\n"
-            + "\n".join(f"h{i}: {logs[i][-5:]}" for i in hosts))
+            + "\n".join(f"process {i}: {logs[i][-5:]}" for i in ids))
         schedule = replay(logs)
         assert sorted(schedule) == list(range(steps)), "some step never ran, or ran twice"
         want = model_hash(schedule, steps)
-        for i in hosts:
+        for i in ids:
             done = [e for e in logs[i] if e[1] == "done"]
-            assert done and done[-1][2][0] == want, f"h{i} ends with model {done}, the replay {want}"
+            assert done and done[-1][2][0] == want, (
+                f"process {i} ends with model {done}, the replay {want}")
         return schedule
 
     def rank_events(self, i):
-        """The events of host i's training processes, as (ms, kind, fields)."""
+        """The events of training process i (the processes of that ID one
+        after another), as (ms, kind, fields)."""
         events = []
         try:
             with open(self.rank_logs[i]) as f:
@@ -206,11 +217,11 @@ class Cluster:
             pass
         return events
 
-    def wait_ranks(self, hosts, timeout):
-        """Waits for the training processes of hosts to exit; returns their codes."""
+    def wait_ranks(self, ids, timeout):
+        """Waits for the training processes ids to exit; returns their codes."""
         deadline = time.monotonic() + timeout
         codes = {}
-        for i in hosts:
+        for i in ids:
             try:
                 codes[i] = self.ranks[i].wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -218,7 +229,7 @@ class Cluster:
         return codes
 
     def wait_event(self, i, pred, timeout, after_ms=0):
-        """Waits until host i's log has an event (ms, kind, fields) after
+        """Waits until process i's log has an event (ms, kind, fields) after
         after_ms for which pred is true; returns it."""
         deadline = time.monotonic() + timeout
         while True:

@@ -3,16 +3,17 @@
  * trains for STEPS steps on whatever ring its daemon is in, and checks
  * every result.
  *
- *   elastic_rank SOCKET HOST STEPS LOG [STEP_MS] [DEADLINE_S]
+ *   elastic_rank SOCKET ID STEPS LOG [STEP_MS] [DEADLINE_S]
  *
- * HOST is the configured index of its host: what a rank adds depends on the
- * host, never on its rank, which a resize changes. A step is an allreduce
- * (int64, SUM) of
- *   [0]   1 << HOST          the sum is the set of hosts that ran it
+ * ID is the process's own number, 0..63: its host's configured index times
+ * local_clients plus its local rank. What a rank adds depends on it, never
+ * on its rank, which a resize changes. A step is an allreduce (int64, SUM)
+ * of
+ *   [0]   1 << ID            the sum is the set of processes that ran it
  *   [1]   step               the sum is step x ranks: all ranks at one step
- *   [i]   grad(HOST, step, i), i >= 2
+ *   [i]   grad(ID, step, i), i >= 2
  * and the model p (ELEMS - 2 int64) adds the sum of the grads. A result is
- * checked against the set in [0] (which must have ringd_size() hosts), so a
+ * checked against the set in [0] (which must have ringd_size() members), so a
  * sum of two different steps, or of another set than the ring's, is found.
  * On RINGD_ERESIZED, and once at the start, the ranks sync: the largest
  * step wins, and the lowest rank at it broadcasts its model, so a process
@@ -20,7 +21,7 @@
  * rank saw the same outcome).
  *
  * LOG gets one line per event, each starting with CLOCK_REALTIME in ms:
- *   T ok STEP MASK SIZE RANK       a step ran on the hosts of MASK
+ *   T ok STEP MASK SIZE RANK       a step ran on the processes of MASK
  *   T resized TEXT                 RINGD_ERESIZED and its message
  *   T error CODE TEXT              another failure; the step is retried
  *   T sync STEP ROOT               synced to STEP from rank ROOT
@@ -44,7 +45,7 @@ static FILE *log_file;
 static ringd_client *c;
 static int64_t *buf, *p;
 static int64_t step;
-static int host;
+static int id;
 
 static int64_t now_ms(int clock)
 {
@@ -124,17 +125,17 @@ static void sync_all(void)
 /* One step: 0, or a failure code. Exits on a wrong result. */
 static int train_step(void)
 {
-    buf[0] = (int64_t)1 << host;
+    buf[0] = (int64_t)1 << id;
     buf[1] = step;
     for (int i = 2; i < ELEMS; i++)
-        buf[i] = grad(host, step, i);
+        buf[i] = grad(id, step, i);
     int rc = ringd_allreduce(c, buf, ELEMS, RINGD_INT64, RINGD_SUM);
     if (rc < 0) return rc;
     uint64_t mask = (uint64_t)buf[0];
-    int size = ringd_size(c), hosts = __builtin_popcountll(mask);
-    if (hosts != size || !(mask & ((uint64_t)1 << host)) || buf[1] != step * size) {
-        note("wrong step %" PRId64 ": hosts %#" PRIx64 " (%d), size %d, step sum %" PRId64, step,
-             mask, hosts, size, buf[1]);
+    int size = ringd_size(c), members = __builtin_popcountll(mask);
+    if (members != size || !(mask & ((uint64_t)1 << id)) || buf[1] != step * size) {
+        note("wrong step %" PRId64 ": members %#" PRIx64 " (%d), size %d, step sum %" PRId64,
+             step, mask, members, size, buf[1]);
         exit(1);
     }
     for (int i = 2; i < ELEMS; i++) {
@@ -156,10 +157,10 @@ static int train_step(void)
 int main(int argc, char **argv)
 {
     if (argc < 5 || argc > 7) {
-        fprintf(stderr, "usage: elastic_rank SOCKET HOST STEPS LOG [STEP_MS] [DEADLINE_S]\n");
+        fprintf(stderr, "usage: elastic_rank SOCKET ID STEPS LOG [STEP_MS] [DEADLINE_S]\n");
         return 2;
     }
-    host = atoi(argv[2]);
+    id = atoi(argv[2]);
     int64_t steps = atoll(argv[3]);
     int step_ms = argc > 5 ? atoi(argv[5]) : 0;
     int64_t deadline = now_ms(CLOCK_MONOTONIC) + 1000 * (argc > 6 ? atoll(argv[6]) : 300);

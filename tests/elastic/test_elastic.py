@@ -91,6 +91,27 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
     assert 4 in sizes and sizes[-1] == 5
 
 
+def test_ranks_of_several_processes_per_host_are_renumbered_in_ring_order(tmp_path):
+    c = Cluster(tmp_path, 4, CONFIG + f"evict_after: {EVICT_S}s\n", local_clients=2)
+    try:
+        steps = 500
+        c.train(steps, until_step=20)
+        t = now_ms()
+        c.kill(1)
+        # h0, h2, h3 with 2 ranks each: h2's processes (IDs 4, 5) are ranks 2, 3.
+        for pid, rank in ((0, 0), (1, 1), (4, 2), (5, 3), (6, 4), (7, 5)):
+            e = c.wait_event(pid, lambda e: e[1] == "ok" and int(e[2][2]) == 6, 30, t)
+            assert int(e[2][3]) == rank, (pid, e)
+        resized = [e for e in c.rank_events(0) if e[1] == "resized" and e[0] >= t]
+        assert "ring resized to 3 hosts (6 ranks)" in " ".join(resized[0][2]), resized
+        c.start(1)
+        c.start_rank(1, steps)
+        c.check_run(range(4), steps)
+    finally:
+        bad = c.stop_all()
+        assert not bad, "\n".join(c.tail(i) for i in bad)
+
+
 def test_a_stopped_daemon_leaves_at_once_and_ringctl_leave_and_join(cluster):
     # evict_after far beyond the test: only a planned leave closes over a host.
     c = cluster(hosts=4, evict_s=60)
