@@ -47,7 +47,7 @@ typedef struct {
     const cfg *hosts;       /* hosts and n_hosts in ring order; read nothing else of it */
     int me;                 /* this host in it */
     uint32_t members_epoch; /* changes with every resize; 0: never resized */
-    links_membership m;     /* the membership as the links know it (m.elastic 0: none) */
+    const char *resize_why; /* the last resize, "" */
 } engine_view;
 
 /* What an engine tells its owner (the local sessions) besides each job's
@@ -95,6 +95,8 @@ typedef struct {
     /* Why collectives cannot start now, for messages ("" if they can). */
     void (*why_waiting)(const engine *e, char *out, size_t len);
     void (*view)(const engine *e, engine_view *out);
+    /* The membership as the links know it, for status (elastic 0: none). */
+    void (*membership)(const engine *e, links_membership *out);
     /* This host leaves the ring (leave 1: ringctl leave, the daemon stops)
      * or joins it again (0). 0, or RINGD_EINVAL: the ring is not elastic. */
     int (*leave)(engine *e, int leave, const char *why);
@@ -170,6 +172,11 @@ static inline void engine_why_waiting(const engine *e, char *out, size_t len)
 static inline void engine_get_view(const engine *e, engine_view *out)
 {
     e->ops->view(e, out);
+}
+
+static inline void engine_get_membership(const engine *e, links_membership *out)
+{
+    e->ops->membership(e, out);
 }
 
 static inline int engine_leave(engine *e, int leave, const char *why)

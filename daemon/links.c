@@ -743,6 +743,11 @@ int links_join(links *l)
     return 0;
 }
 
+const char *links_resize_why(const links *l)
+{
+    return l->resize_why;
+}
+
 void links_get_membership(const links *l, links_membership *out)
 {
     memset(out, 0, sizeof *out);

@@ -160,6 +160,8 @@ typedef struct {
 } links_membership;
 
 void links_get_membership(const links *l, links_membership *out);
+/* The last resize, as the ring worded it ("" if none). */
+const char *links_resize_why(const links *l);
 
 /* This host leaves the ring (ringctl leave, or the daemon stops): a LEAVE
  * tells the others to close over it at once, then the links close and

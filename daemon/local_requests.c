@@ -154,7 +154,7 @@ static void do_collective(session *s, msg_collective *m)
     if (!s->observer && m->members_epoch != v.members_epoch) {
         char label[MSG_MAX_NAME + 32], text[MSG_MAX_TEXT + 1];
         snprintf(text, sizeof text, "%s failed: %s", gather_label(m, label, sizeof label),
-                 v.m.resize_why && v.m.resize_why[0] ? v.m.resize_why : "the ring was resized");
+                 v.resize_why[0] ? v.resize_why : "the ring was resized");
         session_answer(s, m->id, RINGD_ERESIZED, text);
         return;
     }

@@ -586,8 +586,15 @@ void ring_set_view(ring *r, uint64_t members, uint32_t members_epoch)
 static void ring_view(const engine *e, engine_view *out)
 {
     const ring *r = (const ring *)e;
-    *out = (engine_view){.hosts = &r->view, .me = r->me, .members_epoch = r->members_epoch};
-    links_get_membership(r->links, &out->m);
+    *out = (engine_view){.hosts = &r->view,
+                         .me = r->me,
+                         .members_epoch = r->members_epoch,
+                         .resize_why = links_resize_why(r->links)};
+}
+
+static void ring_membership(const engine *e, links_membership *out)
+{
+    links_get_membership(((const ring *)e)->links, out);
 }
 
 static int ring_leave(engine *e, int leave, const char *why)
@@ -599,7 +606,7 @@ static int ring_leave(engine *e, int leave, const char *why)
 static const engine_ops ring_ops = {ring_start,       ring_submit,    ring_cancel, ring_close,
                                     ring_stats,       ring_watch,     ring_members, ring_left,
                                     ring_generation,  ring_submitted, ring_why_waiting,
-                                    ring_view,        ring_leave};
+                                    ring_view,        ring_membership, ring_leave};
 
 int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {

@@ -722,11 +722,16 @@ static void star_why_waiting(const engine *e, char *out, size_t len)
 static void star_view(const engine *e, engine_view *out)
 {
     const star *s = (const star *)e;
-    *out = (engine_view){.hosts = s->cfg, .me = s->me};
-    out->m.n_hosts = s->n;
-    out->m.min_hosts = s->n;
-    out->m.members = s->n >= 64 ? UINT64_MAX : (UINT64_C(1) << s->n) - 1;
-    out->m.resize_why = "";
+    *out = (engine_view){.hosts = s->cfg, .me = s->me, .resize_why = ""};
+}
+
+static void star_membership(const engine *e, links_membership *out)
+{
+    const star *s = (const star *)e;
+    *out = (links_membership){.n_hosts = s->n,
+                              .min_hosts = s->n,
+                              .members = s->n >= 64 ? UINT64_MAX : (UINT64_C(1) << s->n) - 1,
+                              .resize_why = ""};
 }
 
 static int star_leave(engine *e, int leave, const char *why)
@@ -740,7 +745,7 @@ static int star_leave(engine *e, int leave, const char *why)
 static const engine_ops star_ops = {star_start,      star_submit,    star_cancel, star_close,
                                     star_stats,      star_watch,     star_members, star_left,
                                     star_generation, star_submitted, star_why_waiting,
-                                    star_view,       star_leave};
+                                    star_view,       star_membership, star_leave};
 
 int star_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {

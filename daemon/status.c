@@ -53,6 +53,7 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
     if (!e) return;
     engine_get_stats(e, &s->eng);
     engine_get_view(e, &s->view);
+    engine_get_membership(e, &s->members);
     s->left_age_ms = age(now_ms, s->eng.left.since_ms);
     s->right_age_ms = age(now_ms, s->eng.right.since_ms);
     if (s->eng.jobs.last_error[0]) s->last_error_age_ms = age(now_ms, s->eng.jobs.last_error_ms);
@@ -67,14 +68,14 @@ int status_live_hosts(const status_snapshot *s)
     if (!s->view.hosts) return 0;
     int n = 0;
     for (int h = 0; h < s->n_hosts && h < 64; h++)
-        n += (s->view.m.members >> h) & 1;
+        n += (s->members.members >> h) & 1;
     return s->n_hosts > 64 ? s->n_hosts : n;
 }
 
 /* The membership block of STATUS: an elastic ring's only. */
 static void membership(const status_snapshot *s, msg_status *out)
 {
-    const links_membership *m = &s->view.m;
+    const links_membership *m = &s->members;
     if (!s->view.hosts || !m->elastic) return;
     out->members_epoch = m->members_epoch;
     out->min_hosts = (uint32_t)m->min_hosts;

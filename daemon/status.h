@@ -26,6 +26,7 @@ typedef struct {
     uint64_t left_age_ms, right_age_ms, last_error_age_ms;
     uint64_t rate_in, rate_out; /* payload bytes/s over the last few seconds */
     engine_view view;           /* who is in the ring (view.hosts NULL between engines) */
+    links_membership members;   /* the same as the links know it, with who is out since when */
     uint64_t now_ms;
 } status_snapshot;
 

@@ -97,9 +97,9 @@ Test(metrics, an_elastic_ring_shows_its_hosts_in_and_out_and_its_resizes)
     s.hosts = hosts;
     s.n_hosts = 3;
     s.view.hosts = &view;
-    s.view.m.elastic = 1;
-    s.view.m.members = 0x3; /* c is out */
-    s.view.m.resizes = 2;
+    s.members.elastic = 1;
+    s.members.members = 0x3; /* c is out */
+    s.members.resizes = 2;
     static char buf[65536];
     cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
     cr_assert_not_null(strstr(buf, "ringd_hosts_live 2\n"));
