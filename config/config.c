@@ -457,8 +457,7 @@ static int parse_duration(ctx *x, void *obj, const struct key *k, yaml_node_t *v
 }
 
 /* evict_after: a duration, or 0 (off: the ring waits for a host forever). */
-static int parse_evict_after(ctx *x, void *obj, const struct key *k, yaml_node_t *v,
-                             const char *kp)
+static int parse_evict_after(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
 {
     const char *s = scalar(x, v, kp, "a duration (a number with ms, s, m or h), or 0");
     if (!s) return -1;

@@ -61,9 +61,9 @@ struct links {
     uint64_t out_since[CFG_MAX_ELASTIC]; /* uv_now() a host went out of the ring; 0: in */
     uint64_t resizes;
     char resize_why[FRAME_MAX_WAITING + 64];
-    int below_min;        /* the last confirmation had fewer than min_hosts */
-    uint64_t below_since; /* ... since then, or the last search for the hosts closed over */
-    int left_ring;        /* ringctl leave: no links until ringctl join */
+    int below_min;          /* the last confirmation had fewer than min_hosts */
+    uint64_t below_since;   /* ... since then, or the last search for the hosts closed over */
+    int left_ring;          /* ringctl leave: no links until ringctl join */
     uv_timer_t leave_timer; /* drops the links once the LEAVE is out */
 };
 
@@ -801,7 +801,8 @@ const char *links_waiting(const links *l)
 {
     /* What the last confirmation said the ring waits for holds until one
      * says it is ready, also while a later lap goes round. */
-    if (l->left_ring) return "this host has left the ring (ringctl leave; ringctl join takes it back)";
+    if (l->left_ring)
+        return "this host has left the ring (ringctl leave; ringctl join takes it back)";
     return l->ep.phase == RING_READY ? "" : l->ep.waiting;
 }
 

@@ -154,8 +154,8 @@ typedef struct {
     uint64_t members;       /* bit h: host h is in the ring, as last confirmed */
     uint32_t members_epoch; /* when that membership was agreed; 0: never resized */
     uint64_t resizes;
-    const char *resize_why; /* the last resize, "" */
-    int left_ring;          /* links_leave() */
+    const char *resize_why;              /* the last resize, "" */
+    int left_ring;                       /* links_leave() */
     uint64_t out_since[CFG_MAX_ELASTIC]; /* uv_now() when host h went out; 0: in */
 } links_membership;
 

@@ -121,7 +121,8 @@ static void handle_hello(pending *p, const frame_header *hdr, const uint8_t *bod
         return;
     }
     int rc = hs_check_hello(hs, hdr, &h, why, sizeof why);
-    if (rc == 0 && h.stream == 0 && l->ops->admit) rc = l->ops->admit(l->owner, &h, why, sizeof why);
+    if (rc == 0 && h.stream == 0 && l->ops->admit)
+        rc = l->ops->admit(l->owner, &h, why, sizeof why);
     if (rc < 0) {
         if (rc == RINGD_EAUTH) l->env.stats->auth_failures++;
         refuse(p, rc, why, l->ops->welcome_epoch(l->owner, NULL));

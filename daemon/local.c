@@ -387,9 +387,8 @@ void session_close(session *s, const char *why)
          * process takes its place. */
         char what[MSG_MAX_TEXT];
         snprintf(l->left[s->local_rank], sizeof l->left[s->local_rank],
-                 "rank %d (pid %u) on host %s exited%s",
-                 local_first_rank(l) + s->local_rank, s->pid,
-                 l->cfg->hosts[l->me].name, mid_call ? " during the collective" : "");
+                 "rank %d (pid %u) on host %s exited%s", local_first_rank(l) + s->local_rank,
+                 s->pid, l->cfg->hosts[l->me].name, mid_call ? " during the collective" : "");
         missing_ranks(l, s->local_rank, what, sizeof what);
         engine_members(l->engine, 0, 1, what);
     }

@@ -273,7 +273,8 @@ static void do_hello(session *s, const msg_hello *m)
     s->welcomed = 1;
     engine_view v;
     engine_get_view(l->engine, &v);
-    msg_welcome w = {.rank = s->observer ? -1 : cfg_first_rank(v.hosts, (size_t)v.me) + s->local_rank,
+    msg_welcome w = {.rank =
+                         s->observer ? -1 : cfg_first_rank(v.hosts, (size_t)v.me) + s->local_rank,
                      .size = cfg_total_ranks(v.hosts),
                      .members_epoch = v.members_epoch,
                      .local_rank = s->local_rank,

@@ -129,7 +129,8 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
             s->view.hosts ? (int)((s->members.members >> k) & 1) : 0);
     head(&o, "ringd_resizes_total", "counter",
          "Times the ring's membership changed: a host closed over, or taken back.");
-    put(&o, "ringd_resizes_total %llu\n", (unsigned long long)(s->view.hosts ? s->members.resizes : 0));
+    put(&o, "ringd_resizes_total %llu\n",
+        (unsigned long long)(s->view.hosts ? s->members.resizes : 0));
     head(&o, "ringd_clients", "gauge", "Local ranks connected.");
     put(&o, "ringd_clients %d\n", s->clients);
     head(&o, "ringd_clients_configured", "gauge", "local_clients configured for this host.");

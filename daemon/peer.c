@@ -401,8 +401,7 @@ void peer_set_host(peer *p, int host, const char *why)
     log_ratelimit_reset(&p->connect_rl);
     log_ratelimit_reset(&p->refuse_rl);
     /* A new host: try it now, not after the old one's backoff. */
-    if (p->role == PEER_CONNECTOR && !p->closing)
-        uv_timer_start(&p->retry, on_retry, 0, 0);
+    if (p->role == PEER_CONNECTOR && !p->closing) uv_timer_start(&p->retry, on_retry, 0, 0);
 }
 
 void peer_hold(peer *p, int hold, const char *why)

@@ -603,10 +603,10 @@ static int ring_leave(engine *e, int leave, const char *why)
     return leave ? links_leave(r->links, why) : links_join(r->links);
 }
 
-static const engine_ops ring_ops = {ring_start,       ring_submit,    ring_cancel, ring_close,
-                                    ring_stats,       ring_watch,     ring_members, ring_left,
-                                    ring_generation,  ring_submitted, ring_why_waiting,
-                                    ring_view,        ring_membership, ring_leave};
+static const engine_ops ring_ops = {ring_start,      ring_submit,    ring_cancel,      ring_close,
+                                    ring_stats,      ring_watch,     ring_members,     ring_left,
+                                    ring_generation, ring_submitted, ring_why_waiting, ring_view,
+                                    ring_membership, ring_leave};
 
 int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {

@@ -314,8 +314,8 @@ void ring_describe_wait(const ring *r, const active *a, char *out, size_t len)
             snprintf(out, len,
                      "the ring is not formed: right link to %s (%s) is %s%s%s; left link "
                      "from %s is %s%s%s",
-                     right->name, right->address, link_state_name(rs), *re ? ": " : "", re,
-                     left, link_state_name(ls), *le ? ": " : "", le);
+                     right->name, right->address, link_state_name(rs), *re ? ": " : "", re, left,
+                     link_state_name(ls), *le ? ": " : "", le);
         return;
     }
     int g = a->sch.first;

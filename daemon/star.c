@@ -742,10 +742,10 @@ static int star_leave(engine *e, int leave, const char *why)
     return RINGD_EINVAL;
 }
 
-static const engine_ops star_ops = {star_start,      star_submit,    star_cancel, star_close,
-                                    star_stats,      star_watch,     star_members, star_left,
-                                    star_generation, star_submitted, star_why_waiting,
-                                    star_view,       star_membership, star_leave};
+static const engine_ops star_ops = {star_start,      star_submit,    star_cancel,      star_close,
+                                    star_stats,      star_watch,     star_members,     star_left,
+                                    star_generation, star_submitted, star_why_waiting, star_view,
+                                    star_membership, star_leave};
 
 int star_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {

@@ -20,7 +20,8 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 #define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT + FRAME_NONCE_SIZE + FRAME_MAC_SIZE)
 #define ABORT_MAX_BODY (16 + 2 + FRAME_MAX_TEXT)
 #define AUTH_BODY FRAME_MAC_SIZE
-#define EPOCH_MAX_BODY (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING + 12 + 2 + FRAME_MAX_WAITING)
+#define EPOCH_MAX_BODY                                                                             \
+    (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING + 12 + 2 + FRAME_MAX_WAITING)
 _Static_assert(HELLO_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "HELLO fits a control body");
 _Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a control body");
 _Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");

@@ -104,8 +104,9 @@ typedef enum {
 #define EPOCH_FLAG_GONE 0x01         /* RESET: a rank left (named in reason) */
 #define EPOCH_FLAG_INCOMPLETE 0x02   /* FORM, CONFIRM: a host lacks a rank: not ready */
 #define EPOCH_FLAG_DONE_UNKNOWN 0x04 /* a host on the lap could not count prev_epoch's */
-#define EPOCH_FLAG_RESIZED 0x08      /* FORM, RESET: a host on the lap was in another
-                                        membership; CONFIRM: the membership is new */
+#define EPOCH_FLAG_RESIZED                                                                         \
+    0x08 /* FORM, RESET: a host on the lap was in another                                          \
+            membership; CONFIRM: the membership is new */
 #define EPOCH_FLAGS_ALL 0x0f
 
 typedef struct {
