@@ -58,6 +58,7 @@ struct links {
     uint64_t failing_since; /* the right link has not been up since; 0 while it is */
     uint64_t skipped;       /* hosts between this one and target: closed over */
     uint64_t gone;          /* hosts that said they leave (LEAVE): closed over at once */
+    int left_leaves;        /* the left neighbour said it leaves: any host may replace it */
     uint64_t out_since[CFG_MAX_ELASTIC]; /* uv_now() a host went out of the ring; 0: in */
     uint64_t resizes;
     char resize_why[FRAME_MAX_WAITING + 64];
@@ -68,6 +69,14 @@ struct links {
 };
 
 #define BIT(h) (UINT64_C(1) << (h))
+
+static int popcount64(uint64_t x)
+{
+    int n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+}
 
 static const char *host_name(const links *l, int h)
 {
@@ -154,7 +163,8 @@ static void settle(links *l, const frame_epoch *c, int sent)
     int ready = epochs_ready(&l->ep);
     if (ready && !sent) l->ep.phase = RING_FORMING; /* not passed on: not ready */
     if (ready && sent)
-        log_info("ring formed: %d hosts, epoch %u", l->n, l->ep.epoch);
+        log_info("ring formed: %d hosts, epoch %u", l->elastic ? popcount64(c->members) : l->n,
+                 l->ep.epoch);
     else if (!ready)
         log_info("ring epoch %u: not ready until every local rank of every host is connected: %s",
                  l->ep.epoch, c->waiting);
@@ -162,14 +172,6 @@ static void settle(links *l, const frame_epoch *c, int sent)
 }
 
 /* ---- the elastic ring ---- */
-
-static int popcount64(uint64_t x)
-{
-    int n = 0;
-    for (; x; x &= x - 1)
-        n++;
-    return n;
-}
 
 /* Steps from host a forward to host b. */
 static int dist(const links *l, int a, int b)
@@ -330,12 +332,13 @@ static void handle_leave(links *l, const frame_epoch *e)
 {
     int who = (int)e->origin;
     if (!l->elastic || who == l->me) return;
-    if (!(l->gone & BIT(who))) log_info("%s leaves the ring: %s", host_name(l, who), e->reason);
-    l->gone |= BIT(who);
+    log_info("%s leaves the ring: %s", host_name(l, who), e->reason);
+    if (who == peer_host(l->left)) l->left_leaves = 1;
     if (l->target != who) {
         send_epoch(l, e);
         return;
     }
+    l->gone |= BIT(who);
     if (peer_state(l->right) == LINK_UP) peer_reset(l->right, "the host leaves the ring");
     on_elastic(&l->elastic_timer);
 }
@@ -516,7 +519,8 @@ static int may_take_left(links *l, int from, char *why, size_t len)
         return RINGD_ESHUTDOWN;
     }
     int cur = peer_host(l->left);
-    if (peer_state(l->left) != LINK_UP || from == cur || dist(l, from, l->me) < dist(l, cur, l->me))
+    if (peer_state(l->left) != LINK_UP || l->left_leaves || from == cur ||
+        dist(l, from, l->me) < dist(l, cur, l->me))
         return 0;
     snprintf(why, len, "host %s's left neighbour is %s, which is nearer on the ring than %s",
              host_name(l, l->me), host_name(l, cur), host_name(l, from));
@@ -550,11 +554,16 @@ static void on_accepted(void *owner, conn *c, int from)
             return;
         }
         /* The ring changes here: the old left link breaks it first. */
-        snprintf(why, sizeof why, "%s, nearer on the ring, connected", host_name(l, from));
+        if (l->left_leaves)
+            snprintf(why, sizeof why, "%s connected: %s leaves the ring", host_name(l, from),
+                     host_name(l, peer_host(l->left)));
+        else
+            snprintf(why, sizeof why, "%s, nearer on the ring, connected", host_name(l, from));
         if (peer_state(l->left) == LINK_UP) peer_reset(l->left, why);
         peer_set_host(l->left, from, why);
         l->gone &= ~BIT(from);
     }
+    l->left_leaves = 0;
     peer_accept(l->left, c);
 }
 
