@@ -62,7 +62,7 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
     e = first_ok(c, 0, t_kill, size=4, timeout=EVICT_S + 30)
     shrink_s = (e[0] - t_kill) / 1000
     print(f"kill to the first step on 4 hosts: {shrink_s:.2f} s (evict_after {EVICT_S} s)")
-    assert shrink_s < EVICT_S + 8
+    assert shrink_s < EVICT_S + 2  # issue 13: within evict_after + 2 s
     # Renumbered contiguously: the four ranks are 0..3.
     time.sleep(0.5)
     ranks = {int(ok_events(c, i, t_kill, size=4)[-1][2][3]) for i in range(4)}
@@ -82,7 +82,7 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
     e = first_ok(c, 0, t_back, size=5, timeout=30)
     grow_s = (e[0] - t_back) / 1000
     print(f"daemon start to the first step on 5 hosts: {grow_s:.2f} s")
-    assert grow_s < 15
+    assert grow_s < 5  # issue 13: within a few seconds of its daemon starting
     # The returning process caught up: it synced to a step the others had.
     sync = c.wait_event(4, lambda e: e[1] == "sync", 10, t_back)
     assert int(sync[2][0]) > 50, sync
@@ -123,6 +123,7 @@ def test_a_stopped_daemon_leaves_at_once_and_ringctl_leave_and_join(cluster):
     assert code == 0, out
     e = first_ok(c, 0, t, size=3, timeout=10)
     print(f"ringctl leave to the first step on 3 hosts: {(e[0] - t) / 1000:.2f} s")
+    assert e[0] - t < 2000, "a host that leaves is closed over at once, not after evict_after"
     st = c.status(3)
     assert st["left_ring"] is True, st
     # Its rank stays, and hears why it waits.
@@ -137,7 +138,7 @@ def test_a_stopped_daemon_leaves_at_once_and_ringctl_leave_and_join(cluster):
     c.kill(3, signal.SIGTERM)
     e = first_ok(c, 0, t, size=3, timeout=10)
     print(f"SIGTERM to the first step on 3 hosts: {(e[0] - t) / 1000:.2f} s")
-    assert e[0] - t < 8000
+    assert e[0] - t < 2000, "a stopped daemon is closed over at once, not after evict_after"
     c.start(3)
     c.start_rank(3, steps)
     c.check_run(range(4), steps)

@@ -105,7 +105,12 @@ static int recover(int idx, ringd_client **c, float *small, char *why, size_t le
     for (int attempt = 0;; attempt++) {
         harness_fill_f32(small, SMALL_COUNT, idx, -1);
         int rc = ringd_allreduce(*c, small, SMALL_COUNT, RINGD_FLOAT32, RINGD_SUM);
-        if (rc == 0) return harness_check_f32(small, SMALL_COUNT, N, -1, why, len);
+        /* A host out for evict_after was closed over, and its ranks' part
+         * is rightly missing from a sum of the smaller ring: recovered is
+         * when the whole ring is back. */
+        if (rc == 0 && ringd_size(*c) == N)
+            return harness_check_f32(small, SMALL_COUNT, N, -1, why, len);
+        if (rc == 0) rc = RINGD_ERESIZED;
         if (rc == RINGD_ECLOSED) {
             snprintf(why, len, "attempt %d: the daemon closed the connection: %s", attempt,
                      ringd_last_error(*c));
@@ -648,7 +653,8 @@ static int hello_reply(const frame_hello *h, int version, char *reason, size_t l
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(H.d[1].port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "connect to h1 (port %u): %s",
+                 (unsigned)H.d[1].port, strerror(errno));
     cr_assert_eq(harness_write_all(fd, buf, (size_t)n), 0);
     size_t got = 0;
     frame_header hdr;
