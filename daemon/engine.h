@@ -35,6 +35,7 @@ typedef struct {
     engine_link left, right;
     uint64_t next_seq;                   /* the number of the next collective in the epoch */
     char waiting[FRAME_MAX_WAITING + 1]; /* not ready: what the ring waits for, "" */
+    int short_of_hosts;                  /* ... and it is hosts (links_short_of_hosts()) */
     int n_done;                          /* hosts in done */
     uint64_t done[64]; /* collectives each host completed in the epoch, as known here */
 } engine_stats;
@@ -172,6 +173,22 @@ static inline void engine_why_waiting(const engine *e, char *out, size_t len)
 static inline void engine_get_view(const engine *e, engine_view *out)
 {
     e->ops->view(e, out);
+}
+
+/* This host's first rank, and the ranks of the ring, as it is now (an
+ * elastic ring renumbers them when it resizes). */
+static inline int engine_first_rank(const engine *e)
+{
+    engine_view v;
+    engine_get_view(e, &v);
+    return cfg_first_rank(v.hosts, (size_t)v.me);
+}
+
+static inline int engine_ranks(const engine *e)
+{
+    engine_view v;
+    engine_get_view(e, &v);
+    return cfg_total_ranks(v.hosts);
 }
 
 static inline void engine_get_membership(const engine *e, links_membership *out)

@@ -33,7 +33,7 @@ static void append_note(char *dst, size_t cap, const char *src)
 void epochs_set_elastic(epochs *e)
 {
     e->elastic = 1;
-    e->members = e->n >= 64 ? UINT64_MAX : (UINT64_C(1) << e->n) - 1;
+    e->members = frame_members_all((size_t)e->n);
 }
 
 void epochs_note(epochs *e, const char *why)

@@ -94,22 +94,6 @@ struct gather {
 
 static void on_tick(uv_timer_t *t);
 
-/* Ranks are numbered over the hosts of the ring as it is now (an elastic
- * ring renumbers them when it resizes). */
-static int first_rank(const gather *g)
-{
-    engine_view v;
-    engine_get_view(g->engine, &v);
-    return cfg_first_rank(v.hosts, (size_t)v.me);
-}
-
-static int total_ranks(const gather *g)
-{
-    engine_view v;
-    engine_get_view(g->engine, &v);
-    return cfg_total_ranks(v.hosts);
-}
-
 /* Finds the verdict that settled index, or NULL if it is older than any
  * kept. Indices below base were all settled by some verdict. */
 static const settled *settled_of(const gather *g, uint64_t index)
@@ -198,7 +182,7 @@ static void coll_finish(gather *g, coll *c, int status, const char *message)
 static uint64_t buffer_elems(const gather *g, const msg_collective *m)
 {
     int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
-    return per_rank ? m->count * (uint64_t)total_ranks(g) : m->count;
+    return per_rank ? m->count * (uint64_t)engine_ranks(g->engine) : m->count;
 }
 
 static void on_job_done(job *j, int status, const char *message)
@@ -289,7 +273,7 @@ static double combine(gather *g, coll *c)
     const msg_collective *m0 = &c->subs[0].m;
     size_t esize = ringd_dtype_size(m0->dtype);
     uint64_t elems = buffer_elems(g, m0);
-    int first = first_rank(g);
+    int first = engine_first_rank(g->engine);
     double weight = 0;
     switch (m0->kind) {
     case MSG_COLL_ALLREDUCE:
@@ -326,7 +310,7 @@ static void coll_run(gather *g, coll *c)
     }
     c->deferred = 0;
     const msg_collective *m0 = &c->subs[0].m;
-    int first = first_rank(g);
+    int first = engine_first_rank(g->engine);
     for (int i = 1; i < g->local_size; i++) {
         const msg_collective *mi = &c->subs[i].m;
         if (!same_collective(m0, mi)) {
@@ -350,7 +334,7 @@ static void coll_run(gather *g, coll *c)
                    .dtype = barrier ? RINGD_UINT8 : m0->dtype,
                    .op = barrier ? RINGD_MAX : m0->op,
                    .root = m0->root,
-                   .ranks = total_ranks(g),
+                   .ranks = engine_ranks(g->engine),
                    .weight = weight,
                    .deadline = c->deadline + RING_GRACE_MS,
                    .label = c->label,
@@ -467,7 +451,7 @@ static void on_tick(uv_timer_t *t)
 {
     gather *g = t->data;
     uint64_t now = uv_now(g->loop);
-    int first = first_rank(g);
+    int first = engine_first_rank(g->engine);
     /* Handing a collective to the engine may finish others and free them,
      * so look again from the start each time. */
     for (;;) {

@@ -70,14 +70,6 @@ struct links {
 
 #define BIT(h) (UINT64_C(1) << (h))
 
-static int popcount64(uint64_t x)
-{
-    int n = 0;
-    for (; x; x &= x - 1)
-        n++;
-    return n;
-}
-
 static const char *host_name(const links *l, int h)
 {
     return l->cfg->hosts[h].name;
@@ -163,8 +155,8 @@ static void settle(links *l, const frame_epoch *c, int sent)
     int ready = epochs_ready(&l->ep);
     if (ready && !sent) l->ep.phase = RING_FORMING; /* not passed on: not ready */
     if (ready && sent)
-        log_info("ring formed: %d hosts, epoch %u", l->elastic ? popcount64(c->members) : l->n,
-                 l->ep.epoch);
+        log_info("ring formed: %d hosts, epoch %u",
+                 l->elastic ? __builtin_popcountll(c->members) : l->n, l->ep.epoch);
     else if (!ready)
         log_info("ring epoch %u: not ready until every local rank of every host is connected: %s",
                  l->ep.epoch, c->waiting);
@@ -201,8 +193,8 @@ static void append_names(const links *l, uint64_t mask, char *out, size_t len)
  * not run; a new membership says what changed. */
 static void judge_members(links *l, frame_epoch *c)
 {
-    int live = popcount64(c->members), ranks = ranks_of(l, c->members);
-    uint64_t all = l->n >= 64 ? UINT64_MAX : BIT(l->n) - 1;
+    int live = __builtin_popcountll(c->members), ranks = ranks_of(l, c->members);
+    uint64_t all = frame_members_all((size_t)l->n);
     if (live < l->cfg->min_hosts) {
         size_t n = strlen(c->waiting);
         char out[FRAME_MAX_WAITING] = "";
@@ -241,7 +233,7 @@ static void note_members(links *l, const frame_epoch *c)
         else if (!l->out_since[h])
             l->out_since[h] = now;
     }
-    int below = popcount64(c->members) < l->cfg->min_hosts;
+    int below = __builtin_popcountll(c->members) < l->cfg->min_hosts;
     if (below && !l->below_min) l->below_since = now;
     l->below_min = below;
     if (c->flags & EPOCH_FLAG_RESIZED) {
@@ -269,7 +261,7 @@ static void close_over(links *l, const char *why)
     l->skipped |= BIT(t);
     if (next == l->me) {
         /* Everyone else is out of reach: start again from the nearest. */
-        next = (l->me + 1) % l->n;
+        next = l->right_host;
         l->skipped = 0;
         if (next == t) return;
     }
@@ -286,7 +278,7 @@ static void on_elastic(uv_timer_t *timer)
     links *l = timer->data;
     if (l->left_ring) return;
     uint64_t now = uv_now(l->loop), evict = l->cfg->evict_after_ms;
-    int nearest = (l->me + 1) % l->n, t = l->target;
+    int nearest = l->right_host, t = l->target;
     if (peer_state(l->right) == LINK_UP) {
         l->failing_since = 0;
         uint64_t search = evict > SEARCH_MIN_MS ? evict : SEARCH_MIN_MS;
@@ -398,7 +390,7 @@ static void on_link_up(void *owner, peer *p)
     if (l->elastic) {
         /* The hosts between here and the target stay closed over. */
         l->skipped = 0;
-        for (int h = (l->me + 1) % l->n; h != l->target; h = (h + 1) % l->n)
+        for (int h = l->right_host; h != l->target; h = (h + 1) % l->n)
             l->skipped |= BIT(h);
         l->gone &= ~BIT(l->target);
         l->failing_since = 0;
@@ -427,7 +419,7 @@ static void on_link_down(void *owner, peer *p, const char *why)
         l->failing_since = uv_now(l->loop);
         /* Look for the nearest host again: one closed over may be back. */
         if (!(l->gone & BIT(l->target)))
-            retarget(l, (l->me + 1) % l->n, "lost the link: trying the nearest host again");
+            retarget(l, l->right_host, "lost the link: trying the nearest host again");
     }
     /* The break travels from the right neighbour's side; here it only fails
      * what this host has. */
@@ -747,7 +739,7 @@ int links_join(links *l)
     uv_timer_stop(&l->leave_timer);
     log_info("joining the ring again");
     l->skipped = 0;
-    retarget(l, (l->me + 1) % l->n, "joining the ring again");
+    retarget(l, l->right_host, "joining the ring again");
     peer_hold(l->right, 0, NULL);
     return 0;
 }
@@ -763,7 +755,7 @@ void links_get_membership(const links *l, links_membership *out)
     out->elastic = l->elastic;
     out->n_hosts = l->n;
     out->min_hosts = l->cfg->min_hosts;
-    out->members = l->elastic ? l->ep.members : (l->n >= 64 ? UINT64_MAX : BIT(l->n) - 1);
+    out->members = l->elastic ? l->ep.members : frame_members_all((size_t)l->n);
     out->members_epoch = l->ep.members_epoch;
     out->resizes = l->resizes;
     out->resize_why = l->resize_why;
@@ -813,6 +805,11 @@ const char *links_waiting(const links *l)
     if (l->left_ring)
         return "this host has left the ring (ringctl leave; ringctl join takes it back)";
     return l->ep.phase == RING_READY ? "" : l->ep.waiting;
+}
+
+int links_short_of_hosts(const links *l)
+{
+    return l->left_ring || l->below_min;
 }
 
 void links_resume(links *l)

@@ -117,6 +117,11 @@ void links_submitted(links *l, uint64_t top);
  * connected, until one says the ring is ready; "" if none. */
 const char *links_waiting(const links *l);
 
+/* Whether what the ring waits for is hosts, which nothing on this host can
+ * bring: the last confirmation had fewer than min_hosts, or this host left
+ * (links_leave()). links_waiting() says which. */
+int links_short_of_hosts(const links *l);
+
 /* Re-offers a paused DATA frame to on_data, from the loop. */
 void links_resume(links *l);
 

@@ -49,11 +49,6 @@ struct session {
     session *next;
 };
 
-/* This host's first rank, and the ranks of the ring, as it is now (an
- * elastic ring renumbers them when it resizes). */
-int local_first_rank(const local *l);
-int local_total_ranks(const local *l);
-
 struct local {
     uv_loop_t *loop;
     const cfg *cfg;

@@ -82,20 +82,6 @@ void session_queue(session *s, const uint8_t *buf, int n)
     flush_out(s);
 }
 
-int local_first_rank(const local *l)
-{
-    engine_view v;
-    engine_get_view(l->engine, &v);
-    return cfg_first_rank(v.hosts, (size_t)v.me);
-}
-
-int local_total_ranks(const local *l)
-{
-    engine_view v;
-    engine_get_view(l->engine, &v);
-    return cfg_total_ranks(v.hosts);
-}
-
 /* A RESULT of RINGD_ERESIZED tells the client where it is now. */
 static void resize_trailer(const session *s, msg_result *r)
 {
@@ -345,7 +331,7 @@ static void on_session_closed(uv_handle_t *h)
  * left, or that none ever came. */
 static void missing_ranks(const local *l, int first, char *out, size_t len)
 {
-    int base = local_first_rank(l);
+    int base = engine_first_rank(l->engine);
     size_t at = 0;
     out[0] = '\0';
     for (int k = -1; k < l->local_size && at < len; k++) {
@@ -387,8 +373,9 @@ void session_close(session *s, const char *why)
          * process takes its place. */
         char what[MSG_MAX_TEXT];
         snprintf(l->left[s->local_rank], sizeof l->left[s->local_rank],
-                 "rank %d (pid %u) on host %s exited%s", local_first_rank(l) + s->local_rank,
-                 s->pid, l->cfg->hosts[l->me].name, mid_call ? " during the collective" : "");
+                 "rank %d (pid %u) on host %s exited%s",
+                 engine_first_rank(l->engine) + s->local_rank, s->pid, l->cfg->hosts[l->me].name,
+                 mid_call ? " during the collective" : "");
         missing_ranks(l, s->local_rank, what, sizeof what);
         engine_members(l->engine, 0, 1, what);
     }
@@ -514,7 +501,7 @@ static void on_engine_settled(void *data, const job_verdict *v)
 static void on_engine_missing(void *data, char *out, size_t len)
 {
     local *l = data;
-    int first = local_first_rank(l), n = 0, absent = 0;
+    int first = engine_first_rank(l->engine), n = 0, absent = 0;
     size_t at = 0;
     out[0] = '\0';
     for (int i = 0; i < l->local_size && at < len; i++) {

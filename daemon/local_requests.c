@@ -94,7 +94,7 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
     } else {
         m->op = 0;
     }
-    int ranks = local_total_ranks(l);
+    int ranks = engine_ranks(l->engine);
     if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= ranks)) {
         return refusef(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)", m->root,
                        ranks - 1);

@@ -214,7 +214,7 @@ static void on_second(uv_timer_t *t)
                  "ring up, epoch %u, %llu collectives done, %llu failed, %d/%d clients",
                  (unsigned)s.eng.epoch, (unsigned long long)s.eng.jobs.done,
                  (unsigned long long)s.eng.jobs.failed, s.clients, s.local_size);
-    else if (strstr(s.eng.waiting, "min_hosts") || strstr(s.eng.waiting, "ringctl leave"))
+    else if (s.eng.short_of_hosts)
         snprintf(text, sizeof text, "ring not ready (epoch %u): %s", (unsigned)s.eng.epoch,
                  s.eng.waiting);
     else if (s.left_up && s.right_up && s.eng.waiting[0])

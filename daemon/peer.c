@@ -390,6 +390,13 @@ void peer_start(peer *p)
     if (p->role == PEER_CONNECTOR) start_connect(p);
 }
 
+/* A connector tries again now, from the first backoff step. */
+static void retry_now(peer *p)
+{
+    p->backoff_ms = p->env.cfg->backoff_initial_ms;
+    if (p->role == PEER_CONNECTOR && !p->closing) uv_timer_start(&p->retry, on_retry, 0, 0);
+}
+
 void peer_set_host(peer *p, int host, const char *why)
 {
     if (p->host == host) return;
@@ -397,11 +404,9 @@ void peer_set_host(peer *p, int host, const char *why)
     p->host = host;
     p->refused = 0;
     p->error[0] = '\0';
-    p->backoff_ms = p->env.cfg->backoff_initial_ms;
     log_ratelimit_reset(&p->connect_rl);
     log_ratelimit_reset(&p->refuse_rl);
-    /* A new host: try it now, not after the old one's backoff. */
-    if (p->role == PEER_CONNECTOR && !p->closing) uv_timer_start(&p->retry, on_retry, 0, 0);
+    retry_now(p); /* a new host: not after the old one's backoff */
 }
 
 void peer_hold(peer *p, int hold, const char *why)
@@ -410,9 +415,8 @@ void peer_hold(peer *p, int hold, const char *why)
     if (hold) {
         uv_timer_stop(&p->retry);
         if (p->c) conn_close(p->c, why);
-    } else if (p->role == PEER_CONNECTOR && !p->closing) {
-        p->backoff_ms = p->env.cfg->backoff_initial_ms;
-        uv_timer_start(&p->retry, on_retry, 0, 0);
+    } else {
+        retry_now(p);
     }
 }
 

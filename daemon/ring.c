@@ -548,6 +548,7 @@ static void ring_stats(const engine *e, engine_stats *out)
     out->ready = links_ready(r->links);
     out->next_seq = r->q.stats.seq;
     snprintf(out->waiting, sizeof out->waiting, "%s", links_waiting(r->links));
+    out->short_of_hosts = links_short_of_hosts(r->links);
     out->n_done = r->n < 64 ? r->n : 64;
     memcpy(out->done, r->done, (size_t)out->n_done * sizeof *r->done);
     engine_link *side[2] = {&out->left, &out->right};
@@ -620,7 +621,7 @@ int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key
     r->view.hosts = calloc(n, sizeof *r->view.hosts);
     r->done = calloc(n, sizeof *r->done);
     int rc = r->view.hosts && r->done ? 0 : RINGD_ENOMEM;
-    if (rc == 0) ring_set_view(r, n >= 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1, 0);
+    if (rc == 0) ring_set_view(r, frame_members_all(n), 0);
     for (int k = 0; k < MAX_ACTIVE && rc == 0; k++) {
         r->act[k].recv_off = calloc(2 * n, sizeof *r->act[k].recv_off);
         r->act[k].delta_us = calloc(n, sizeof *r->act[k].delta_us);

@@ -298,7 +298,7 @@ void ring_describe_wait(const ring *r, const active *a, char *out, size_t len)
         const char *re = links_last_error(r->links, LINK_RIGHT);
         const char *waiting = links_waiting(r->links);
         /* Too few hosts, or this one left: nothing here will change it. */
-        if (strstr(waiting, "min_hosts") || strstr(waiting, "ringctl leave"))
+        if (links_short_of_hosts(r->links))
             snprintf(out, len, "the ring is not ready: %s", waiting);
         else if (ls == LINK_UP && rs == LINK_UP && *waiting)
             snprintf(out, len,

@@ -730,7 +730,7 @@ static void star_membership(const engine *e, links_membership *out)
     const star *s = (const star *)e;
     *out = (links_membership){.n_hosts = s->n,
                               .min_hosts = s->n,
-                              .members = s->n >= 64 ? UINT64_MAX : (UINT64_C(1) << s->n) - 1,
+                              .members = frame_members_all((size_t)s->n),
                               .resize_why = ""};
 }
 

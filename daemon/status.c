@@ -66,10 +66,7 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
 int status_live_hosts(const status_snapshot *s)
 {
     if (!s->view.hosts) return 0;
-    int n = 0;
-    for (int h = 0; h < s->n_hosts && h < 64; h++)
-        n += (s->members.members >> h) & 1;
-    return s->n_hosts > 64 ? s->n_hosts : n;
+    return s->n_hosts > 64 ? s->n_hosts : __builtin_popcountll(s->members.members);
 }
 
 /* The membership block of STATUS: an elastic ring's only. */

@@ -134,6 +134,12 @@ typedef struct {
     char members_why[FRAME_MAX_WAITING + 1]; /* who left or came back, and why */
 } frame_epoch;
 
+/* EPOCH.members of a ring of all its n configured hosts. */
+static inline uint64_t frame_members_all(size_t n)
+{
+    return n >= 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1;
+}
+
 /* Collectives each host has completed in the current epoch, as the sender
  * knows: a collective is confirmed once every host has completed it. */
 typedef struct {
