@@ -26,6 +26,7 @@ import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "tests", "elastic"))
+sys.path.insert(0, os.path.join(here, "..", "client", "python"))
 from cluster import Cluster, now_ms  # noqa: E402
 
 

@@ -10,33 +10,17 @@
 A host's daemon runs as `ringd --config ringd.yaml --host hI` (hosts on
 127.0.0.1, or in network namespaces: `wrap` prefixes each command, e.g.
 ["ip", "netns", "exec", NS]). Every wait has a deadline. The paths of the
-binaries come from the environment: RINGD_BIN, RINGCTL_BIN, ELASTIC_RANK.
+binaries come from the environment: RINGD_BIN, RINGCTL_BIN, ELASTIC_RANK;
+the ringd package (client/python) must be importable, for its launch helpers.
 """
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _die_with_parent():
-    # PR_SET_PDEATHSIG: nothing outlives a test that is killed.
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+from ringd.launch import _die_with_parent, free_ports, wait_accepting
 
 
 class Cluster:
@@ -84,21 +68,8 @@ class Cluster:
             self.wait_ready(i)
 
     def wait_ready(self, i, timeout=20):
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.daemons[i].poll() is not None:
-                raise AssertionError(f"ringd h{i} exited ({self.daemons[i].returncode}):\n"
-                                     + self.tail(i))
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect(self.sockets[i])
-                return
-            except OSError:
-                pass
-            finally:
-                s.close()
-            assert time.monotonic() < deadline, f"ringd h{i} not ready in {timeout} s"
-            time.sleep(0.02)
+        why = wait_accepting(self.daemons[i], self.sockets[i], time.monotonic() + timeout)
+        assert why is None, f"ringd h{i} {why} ({timeout} s):\n" + self.tail(i)
 
     def kill(self, i, sig=signal.SIGKILL):
         """Kills host i: its daemon (sig) and its training processes (SIGKILL)."""

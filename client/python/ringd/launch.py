@@ -87,6 +87,26 @@ def free_ports(n):
             s.close()
 
 
+def wait_accepting(proc, path, deadline):
+    """Waits until the Unix socket path (of daemon proc) accepts a
+    connection. Returns None, or why not: "exited with status N" if proc
+    exited first, "did not accept in time" past deadline (time.monotonic())."""
+    while True:
+        if proc.poll() is not None:
+            return f"exited with status {proc.returncode}"
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return None
+        except OSError:
+            pass
+        finally:
+            s.close()
+        if time.monotonic() > deadline:
+            return "did not accept in time"
+        time.sleep(0.01)
+
+
 def _die_with_parent():
     """preexec_fn: SIGKILL this child when the parent thread dies."""
     try:
@@ -165,23 +185,12 @@ class LocalRing:
             raise
 
     def _wait_ready(self, i, deadline):
-        while True:
-            if self.procs[i].poll() is not None:
-                raise RuntimeError(
-                    f"ringd h{i} exited with status {self.procs[i].returncode} while "
-                    f"starting:\n{self.log_tail(i)}"
-                )
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect(self.sockets[i])
-                return
-            except OSError:
-                pass
-            finally:
-                s.close()
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"ringd h{i} did not accept on {self.sockets[i]} in time")
-            time.sleep(0.01)
+        why = wait_accepting(self.procs[i], self.sockets[i], deadline)
+        if why is None:
+            return
+        if self.procs[i].poll() is not None:
+            raise RuntimeError(f"ringd h{i} {why} while starting:\n{self.log_tail(i)}")
+        raise RuntimeError(f"ringd h{i} did not accept on {self.sockets[i]} in time")
 
     def socket_of(self, rank):
         """The socket of the host of rank (ranks are numbered host by host)."""
