@@ -166,8 +166,10 @@ def test_below_min_hosts_collectives_fail_at_their_deadline_and_run_again(cluste
 
 
 def test_a_minute_of_random_kills_and_returns(cluster):
-    seed = int(time.time())
-    print(f"seed {seed}")
+    # RINGD_TEST_SEED replays a run's schedule (tests/stress.sh prints it).
+    env = os.environ.get("RINGD_TEST_SEED")
+    seed = int(env, 0) if env else time.time_ns() ^ os.getpid() << 32
+    print(f"chaos: seed {seed} (RINGD_TEST_SEED={seed} reproduces it)", flush=True)
     rnd = random.Random(seed)
     c = cluster()
     c.start_all()

@@ -731,8 +731,10 @@ Test(faults, a_peer_that_disagrees_is_refused_saying_why_and_the_ring_goes_on)
  * allreduces in a row are correct. When the chaos stops, ranks leave the
  * loop one by one: the last call of a rank whose peers have left waits for
  * its deadline, as a collective some rank never submits must.
+ * RINGD_CHAOS_MS sets how long the chaos lasts (tests/stress.sh), and
+ * RINGD_TEST_SEED replays a run's seed.
  */
-#define CHAOS_MS 20000
+#define CHAOS_MS 20000 /* unless $RINGD_CHAOS_MS says */
 #define CHAOS_TIMEOUT_MS 8000
 
 typedef struct {
@@ -824,6 +826,8 @@ static void chaos_run(const char *extra)
              "connect_timeout: 1s\nbackoff_initial: 50ms\nbackoff_max: 500ms\n%s",
              CHAOS_TIMEOUT_MS, extra);
     cr_assert_eq(harness_init(&H, N, yaml), 0, "%s", H.err);
+    const char *env = getenv("RINGD_CHAOS_MS");
+    int chaos_ms = env && *env ? atoi(env) : CHAOS_MS;
     uint64_t seed = harness_seed("chaos");
     cr_assert_eq(harness_start(&H, seed, 50), 0, "%s", H.err);
     harness_barrier_init(&ch.bar, N);
@@ -831,7 +835,7 @@ static void chaos_run(const char *extra)
     cr_assert_eq(harness_threads_start(&H, &t, N, chaos_thread, &ch), 0, "%s", H.err);
 
     int kills = 0, freezes = 0;
-    for (int64_t end = harness_now_ms() + CHAOS_MS; harness_now_ms() < end;) {
+    for (int64_t end = harness_now_ms() + chaos_ms; harness_now_ms() < end;) {
         harness_sleep_ms(500 + (int)(harness_rand(&seed) % 1500));
         int v = (int)(harness_rand(&seed) % N);
         if (harness_rand(&seed) % 2) {
@@ -861,8 +865,9 @@ static void chaos_run(const char *extra)
             if (ch.errors[i][e])
                 fprintf(stderr, "chaos: rank %d: %d x %s\n", i, ch.errors[i][e], ringd_errname(-e));
     }
-    fprintf(stderr, "chaos: %d kills, %d freezes; %d calls, %d ok, the longest %" PRId64 " ms\n",
-            kills, freezes, calls, ok, longest);
+    fprintf(stderr,
+            "chaos: %d s, %d kills, %d freezes; %d calls, %d ok, the longest %" PRId64 " ms\n",
+            chaos_ms / 1000, kills, freezes, calls, ok, longest);
     cr_assert_eq(rc, 0, "a client thread failed");
     harness_barrier_destroy(&ch.bar);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
