@@ -1,0 +1,216 @@
+/*
+ * test_gather.c - how a host gathers its local ranks' submissions into
+ * collectives (daemon/gather.c), driven without sockets: a fake engine
+ * records what it is handed, and the test plays the engine's part (resets,
+ * verdicts) and the ranks' (joins, submissions, buffers).
+ *
+ * Each test is a schedule that the chaos tests met only by chance; here it
+ * happens every time.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "daemon/engine.h"
+#include "daemon/gather.h"
+#include "daemon/regions.h"
+#include "ringd.h"
+
+/* ---- a fake engine: one host of two, which runs nothing itself ---- */
+
+#define MAX_JOBS 16
+
+typedef struct {
+    engine base;
+    cfg cfg;
+    job *jobs[MAX_JOBS];
+    int n_jobs;
+} fake_engine;
+
+static void fake_submit(engine *e, job *j)
+{
+    fake_engine *f = (fake_engine *)e;
+    cr_assert_lt(f->n_jobs, MAX_JOBS);
+    f->jobs[f->n_jobs++] = j;
+}
+
+static void fake_view(const engine *e, engine_view *out)
+{
+    const fake_engine *f = (const fake_engine *)e;
+    *out = (engine_view){.hosts = &f->cfg, .me = 0, .members_epoch = 0, .resize_why = ""};
+}
+
+static void fake_submitted(engine *e, uint64_t top)
+{
+    (void)e;
+    (void)top;
+}
+
+static void fake_why_waiting(const engine *e, char *out, size_t len)
+{
+    (void)e;
+    snprintf(out, len, "the ring is not formed (test)");
+}
+
+static const engine_ops fake_ops = {.submit = fake_submit,
+                                    .submitted = fake_submitted,
+                                    .why_waiting = fake_why_waiting,
+                                    .view = fake_view};
+
+/* ---- the ranks' side: replies as the sessions would get them ---- */
+
+#define MAX_REPLIES 16
+
+typedef struct {
+    void *s;
+    uint64_t id;
+    int status;
+    char text[MSG_MAX_TEXT + 1];
+} reply;
+
+static reply replies[MAX_REPLIES];
+static int n_replies;
+
+static void on_reply(void *s, uint64_t id, int status, const char *text)
+{
+    cr_assert_lt(n_replies, MAX_REPLIES);
+    replies[n_replies++] = (reply){.s = s, .id = id, .status = status};
+    snprintf(replies[n_replies - 1].text, sizeof replies[0].text, "%s", text ? text : "");
+}
+
+static const reply *reply_to(void *s, uint64_t id)
+{
+    for (int i = 0; i < n_replies; i++)
+        if (replies[i].s == s && replies[i].id == id) return &replies[i];
+    return NULL;
+}
+
+static uv_loop_t loop;
+static fake_engine fe;
+static gather *g;
+static char err[256];
+
+static void setup(void)
+{
+    static const char yaml[] = "cluster: t\n"
+                               "local_clients: 2\n"
+                               "collective_timeout: 1s\n"
+                               "hosts:\n"
+                               "  - {name: h0, address: \"127.0.0.1:7701\"}\n"
+                               "  - {name: h1, address: \"127.0.0.1:7702\"}\n";
+    cr_assert_eq(cfg_parse("t.yaml", yaml, strlen(yaml), &fe.cfg, err, sizeof err), 0, "%s", err);
+    fe.base.ops = &fake_ops;
+    fe.n_jobs = 0;
+    n_replies = 0;
+    uv_loop_init(&loop);
+    g = gather_new(&loop, &fe.cfg, 0, &fe.base, on_reply);
+    cr_assert_not_null(g);
+}
+
+static void teardown(void)
+{
+    gather_close(g, RINGD_ESHUTDOWN, "test over");
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    cfg_free(&fe.cfg);
+}
+
+TestSuite(gather, .init = setup, .fini = teardown, .timeout = 30);
+
+/* A session's shared memory, as a client makes it: a sealed memfd. */
+static region *shared_region(region_set *set, uint32_t id)
+{
+    int fd = memfd_create("test", MFD_ALLOW_SEALING);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 4096), 0);
+    cr_assert_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    char why[128];
+    cr_assert_eq(regions_add(set, id, 4096, fd, why, sizeof why), 0, "%s", why);
+    return regions_find(set, id);
+}
+
+/* An allreduce of 4 int64 on buf, timing out after timeout_ms. */
+static msg_collective allreduce(uint32_t timeout_ms)
+{
+    return (msg_collective){.kind = MSG_COLL_ALLREDUCE,
+                            .dtype = RINGD_INT64,
+                            .op = RINGD_SUM,
+                            .count = 4,
+                            .timeout_ms = timeout_ms};
+}
+
+/* The ring settles the old epoch (nothing of it submitted) and is ready in
+ * epoch 7. */
+static void ready(void)
+{
+    job_verdict v = {.epoch = 0,
+                     .code = RINGD_ERING,
+                     .fail_seq = FRAME_NO_SEQ,
+                     .reason = "the ring was reset",
+                     .ready = 1,
+                     .next_epoch = 7};
+    gather_settled(g, &v);
+}
+
+/* Runs the loop until the reply to (s, id) is there, for at most 3 s. */
+static const reply *await_reply(void *s, uint64_t id)
+{
+    for (int i = 0; i < 300 && !reply_to(s, id); i++) {
+        usleep(10000);
+        uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    return reply_to(s, id);
+}
+
+/*
+ * The mixed sum of issue 22. While the ring is not ready (the next epoch's
+ * start is unknown), a rank that has just connected takes its numbers from
+ * the next epoch's start; its first call times out there and is answered,
+ * and the process goes on to write its next call into the same buffer. The
+ * other local rank, older, submits the call with the same number later.
+ * When the ring is ready the two are one collective: it must fail as the
+ * first rank was told, never run with a buffer whose owner was answered
+ * and is writing it again.
+ */
+Test(gather, a_newcomers_call_answered_while_the_ring_waited_never_runs_with_a_later_one)
+{
+    int s0, s1; /* the sessions, by address */
+    region_set set0 = {0}, set1 = {0};
+    region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
+    gather_pos p0 = {0}, p1 = {0};
+
+    gather_join(g, &p0); /* the first epoch's start is not known yet: both are newcomers */
+    ready();
+    gather_reset(g); /* a reset: limbo again */
+    gather_join(g, &p1);
+
+    msg_collective m = allreduce(100);
+    gather_submit(g, &s1, 1, &p1, 1, reg1, reg1->base, &m);
+    const reply *r1 = await_reply(&s1, 1);
+    cr_assert_not_null(r1, "the newcomer's call is answered at its deadline");
+    cr_assert_eq(r1->status, RINGD_ETIMEDOUT, "%s", r1->text);
+
+    /* The older rank's call of the same number, after that answer. */
+    m = allreduce(60000);
+    gather_submit(g, &s0, 0, &p0, 1, reg0, reg0->base, &m);
+    cr_assert_null(reply_to(&s0, 1));
+
+    ready();
+    for (int i = 0; i < fe.n_jobs; i++) {
+        job *j = fe.jobs[i];
+        cr_assert_neq(j->preset_status, 0,
+                      "a collective ran with the buffer of a rank already answered for it");
+        j->done(j, j->preset_status, j->preset_message);
+    }
+    const reply *r0 = reply_to(&s0, 1);
+    cr_assert_not_null(r0, "the older rank's call ends too");
+    cr_assert_eq(r0->status, r1->status, "one outcome for both ranks: %s / %s", r0->text,
+                 r1->text);
+    cr_assert_str_eq(r0->text, r1->text);
+    regions_clear(&set0);
+    regions_clear(&set1);
+}
