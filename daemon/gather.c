@@ -445,6 +445,20 @@ void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, r
         uv_timer_start(&g->tick, on_tick, TICK_MS, TICK_MS);
 }
 
+/* Answers c's ranks now with (status, failure); c keeps its place in the
+ * numbering, already failed, and never runs: the buffers of ranks that
+ * have their answer are theirs again. */
+static void coll_expire(gather *g, coll *c, int status, const char *failure)
+{
+    if (failure != c->failure) snprintf(c->failure, sizeof c->failure, "%s", failure);
+    c->expired = 1;
+    c->fail_status = status;
+    for (int i = 0; i < g->local_size; i++) {
+        if (c->subs[i].s) g->reply(c->subs[i].s, c->subs[i].id, status, c->failure);
+        c->subs[i].s = NULL;
+    }
+}
+
 /* Fails the collectives whose local ranks did not all arrive in time. The
  * engine enforces the deadline of those already running. */
 static void on_tick(uv_timer_t *t)
@@ -486,12 +500,7 @@ static void on_tick(uv_timer_t *t)
                      g->cfg->hosts[g->me].name, why);
         }
         log_limited(&g->fail_rl, now, JOBS_FAIL_LOG_MS, LOG_WARN, "%s", c->failure);
-        c->expired = 1;
-        if (!c->fail_status) c->fail_status = RINGD_ETIMEDOUT;
-        for (int i = 0; i < g->local_size; i++) {
-            if (c->subs[i].s) g->reply(c->subs[i].s, c->subs[i].id, c->fail_status, c->failure);
-            c->subs[i].s = NULL;
-        }
+        coll_expire(g, c, c->fail_status ? c->fail_status : RINGD_ETIMEDOUT, c->failure);
     }
     if (!g->colls) uv_timer_stop(&g->tick);
 }
@@ -555,6 +564,39 @@ static void answer_by(gather *g, coll *c, const job_verdict *v, uint32_t epoch, 
     free(c);
 }
 
+/* Newcomers' collective c (made while the next epoch's start was unknown)
+ * and same, of the same index, are one collective: c's submissions join
+ * same, and c is freed. A part whose ranks were answered already (its
+ * deadline passed while the ring waited) decides for the whole: those
+ * ranks may be writing their buffers for their next call, so it must never
+ * run, and every rank of it gets the answer they got. */
+static void coll_merge(gather *g, coll *same, coll *c)
+{
+    for (int i = 0; i < g->local_size; i++) {
+        if (!c->subs[i].s && !c->subs[i].reg) continue;
+        if (same->subs[i].s || same->subs[i].reg) { /* cannot be: one pos per rank */
+            if (c->subs[i].s)
+                replyf(g, c->subs[i].s, c->subs[i].id, RINGD_EPROTO,
+                       "collective already has local rank %d's submission", i);
+            if (c->subs[i].reg) region_unref(c->subs[i].reg);
+            continue;
+        }
+        same->subs[i] = c->subs[i];
+        same->arrived++;
+    }
+    if (same->expired)
+        coll_expire(g, same, same->fail_status, same->failure);
+    else if (c->expired)
+        coll_expire(g, same, c->fail_status, c->failure);
+    else if (c->fail_status && !same->fail_status) { /* handed over failed, in its turn */
+        same->fail_status = c->fail_status;
+        memcpy(same->failure, c->failure, sizeof same->failure);
+    }
+    same->deferred = same->arrived == g->local_size;
+    g->n_colls--;
+    free(c);
+}
+
 /* The next epoch starts at index cut: newcomers move there, what is below
  * it failed with the old epoch, the rest runs. */
 static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
@@ -597,21 +639,7 @@ static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
         joined = c->next;
         coll *same = find(g, c->index);
         if (same && !same->running) {
-            for (int i = 0; i < g->local_size; i++) {
-                if (!c->subs[i].s && !c->subs[i].reg) continue;
-                if (same->subs[i].s || same->subs[i].reg) { /* cannot be: one pos per rank */
-                    if (c->subs[i].s)
-                        replyf(g, c->subs[i].s, c->subs[i].id, RINGD_EPROTO,
-                               "collective already has local rank %d's submission", i);
-                    if (c->subs[i].reg) region_unref(c->subs[i].reg);
-                    continue;
-                }
-                same->subs[i] = c->subs[i];
-                same->arrived++;
-            }
-            same->deferred = same->arrived == g->local_size;
-            g->n_colls--;
-            free(c);
+            coll_merge(g, same, c);
             continue;
         }
         coll **q = &g->colls;

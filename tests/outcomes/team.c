@@ -40,6 +40,34 @@ int team_decode(const int64_t *buf, size_t count, int size, uint64_t *tags)
     return bad;
 }
 
+void team_explain(const int64_t *buf, size_t count, int size, int rank, char *out, size_t len)
+{
+    size_t n = 0, start = 0;
+    out[0] = '\0';
+    uint64_t run = 0;
+    int in_run = 0;
+    for (size_t i = 0; i <= count && n < len; i++) {
+        int mine = i < count && owner_of(i, size) == rank;
+        if (i < count && !mine) continue;
+        uint64_t v = i < count ? (uint64_t)buf[i] : 0;
+        uint64_t tag = (v & 0xffffff) == (i & 0xffffff) ? v >> 24 : TEAM_BAD_TAG;
+        if (in_run && (i == count || tag != run)) {
+            if (run == TEAM_BAD_TAG)
+                n += (size_t)snprintf(out + n, len - n, "%s[%zu..%zu] not a tag", n ? ", " : "",
+                                      start, i - 1);
+            else
+                n += (size_t)snprintf(out + n, len - n, "%s[%zu..%zu] %llx", n ? ", " : "", start,
+                                      i - 1, (unsigned long long)run);
+            in_run = 0;
+        }
+        if (i < count && !in_run) {
+            in_run = 1;
+            run = tag;
+            start = i;
+        }
+    }
+}
+
 void *team_shared(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

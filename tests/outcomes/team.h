@@ -56,6 +56,11 @@ void team_fill(int64_t *buf, size_t count, int rank, int size, uint64_t tag);
  * the number of bad blocks. */
 int team_decode(const int64_t *buf, size_t count, int size, uint64_t *tags);
 
+/* Says what rank `rank`'s blocks of a result hold, run by run: "[0..335]
+ * 2a, [336..1023] 2b" (element ranges and tags, hexadecimal), for the
+ * message of a result that is not one call. */
+void team_explain(const int64_t *buf, size_t count, int size, int rank, char *out, size_t len);
+
 /* Shared memory that forked processes write and the test reads; zeroed. */
 void *team_shared(size_t bytes);
 void team_unshare(void *p, size_t bytes);

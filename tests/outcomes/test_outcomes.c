@@ -706,6 +706,7 @@ typedef struct {
     pid_t pid;
     char why[TEAM_MSG];      /* a broken rule, or the process itself failed */
     char last_msg[TEAM_MSG]; /* the last error message, for the log */
+    char bad[4 * TEAM_MSG];  /* the first result that was not one call, explained */
     int errors[64];          /* failed calls, by -code */
     chaos_call calls[CHAOS_CAP];
 } chaos_slot;
@@ -754,7 +755,17 @@ static void chaos_main(chaos *ch, int r, int life, uint64_t seed)
         rec->key = key;
         rec->rc = rc;
         if (rc == 0) {
-            team_decode(buf, COUNT, CHAOS_SLOTS, rec->tags);
+            if (team_decode(buf, COUNT, CHAOS_SLOTS, rec->tags) && !sl->bad[0]) {
+                size_t len = (size_t)snprintf(sl->bad, sizeof sl->bad, "call %" PRIx64 ":", key);
+                for (int b = 0; b < CHAOS_SLOTS && len < sizeof sl->bad; b++) {
+                    if (rec->tags[b] != TEAM_BAD_TAG) continue;
+                    len += (size_t)snprintf(sl->bad + len, sizeof sl->bad - len, " rank %d:", b);
+                    if (len < sizeof sl->bad)
+                        team_explain(buf, COUNT, CHAOS_SLOTS, b, sl->bad + len,
+                                     sizeof sl->bad - len);
+                    len += strlen(sl->bad + len);
+                }
+            }
         } else {
             if (-rc < 64) sl->errors[-rc]++;
             snprintf(sl->last_msg, sizeof sl->last_msg, "%s", ringd_last_error(c));
@@ -814,8 +825,8 @@ static void chaos_check(const chaos *ch, int *ok, int *failed, int *unknown)
             for (int b = 0; b < CHAOS_SLOTS; b++) {
                 cr_assert_neq(c->tags[b], TEAM_BAD_TAG,
                               "rank %d: an OK result whose block of rank %d is not one call "
-                              "(a mixed sum)",
-                              r, b);
+                              "(a mixed sum); the first such: %s",
+                              r, b, sl->bad);
                 const chaos_call *o = chaos_find(&ch->slot[b], c->tags[b]);
                 if (!o || o->unknown) continue; /* it died first, or could not know */
                 cr_assert_eq(o->rc, 0,
