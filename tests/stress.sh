@@ -114,7 +114,8 @@ for _ in $(seq "$(nproc)"); do
     loops+=($!)
 done
 
-logs=$dir/stress
+logs=$dir/stress # this pass's logs, one a run
+rm -rf "$logs"
 mkdir -p "$logs"
 echo "== stress $dir: $minutes min, chaos ${chaos_s} s a run, ${#loops[@]} busy loops; logs in $logs"
 start=$(date +%s)
