@@ -2,7 +2,7 @@
  * local-internal.h - what the two files of the local sessions share:
  * local.c (the socket, sessions, their bytes in and out) and
  * local_requests.c (what a session asks for: HELLO, REGISTER, UNREGISTER,
- * COLLECTIVE, STATUS_REQ).
+ * COLLECTIVE, STATUS_REQ, LEAVE_REQ).
  */
 #ifndef RINGD_LOCAL_INTERNAL_H
 #define RINGD_LOCAL_INTERNAL_H
@@ -83,15 +83,14 @@ typedef struct answer {
 
 /* Queues an encoded message (n bytes in buf, or an encoder error). */
 void session_queue(session *s, const uint8_t *buf, int n);
-/* Answers request id (of any request but a COLLECTIVE). */
-void session_reply(session *s, uint64_t id, int status, const char *text);
-/* Takes COLLECTIVE id: its answer waits for those of the ones before it. */
+/* Takes COLLECTIVE id's place in the order of answers, before anything
+ * may answer it. */
 int session_expect(session *s, uint64_t id);
-/* Answers COLLECTIVE id: answers go out in the order the collectives came. */
-void session_answer(session *s, uint64_t id, int status, const char *text);
-/* The same with a formatted text; returns status, for callers that fail. */
-int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Answers request id, a message of type type, with a RESULT: the one way a
+ * request is answered, refused or done (but STATUS_REQ, whose STATUS goes
+ * at once). A COLLECTIVE's answer waits in the place session_expect() took
+ * for those of the COLLECTIVEs before it; any other request's goes at once. */
+void session_answer(session *s, uint8_t type, uint64_t id, int status, const char *text);
 /* Sends MSG_ERROR and closes the session once it is out. */
 void session_refuse(session *s, int code, const char *text);
 /* Closes a session whose client sent what no libringd sends, saying so. */
@@ -102,7 +101,9 @@ void session_close(session *s, const char *why);
  * which are missing. */
 void local_report_members(local *l);
 
-/* local_requests.c: decodes and runs one message; a bad one closes s. */
+/* local_requests.c: decodes and runs one message, and answers it (or
+ * leaves a COLLECTIVE to gather to answer); one that does not decode
+ * closes s. */
 void session_handle(session *s, const msg_header *h, const uint8_t *body);
 /* The descriptor the next REGISTER claims, or -1. */
 int session_take_fd(session *s);

@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,28 +92,14 @@ static void resize_trailer(const session *s, msg_result *r)
     r->size = cfg_total_ranks(v.hosts);
 }
 
-void session_reply(session *s, uint64_t id, int status, const char *text)
+/* Sends a RESULT now. */
+static void send_result(session *s, uint64_t id, int status, const char *text)
 {
     msg_result r = {.id = id, .status = status};
     resize_trailer(s, &r);
     snprintf(r.text, sizeof r.text, "%s", text ? text : "");
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
-}
-
-/* Replies with a formatted text; returns status, for callers that fail. */
-int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-int session_replyf(session *s, uint64_t id, int status, const char *fmt, ...)
-{
-    char text[MSG_MAX_TEXT + 1];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    session_reply(s, id, status, text);
-    return status;
 }
 
 int session_expect(session *s, uint64_t id)
@@ -142,8 +127,14 @@ static void free_answer(session *s)
     free(a);
 }
 
-void session_answer(session *s, uint64_t id, int status, const char *text)
+void session_answer(session *s, uint8_t type, uint64_t id, int status, const char *text)
 {
+    /* Only COLLECTIVEs wait for one another: libringd registers a staging
+     * region while its earlier collectives run, and waits for that answer. */
+    if (type != MSG_COLLECTIVE) {
+        send_result(s, id, status, text);
+        return;
+    }
     answer *a = s->answers;
     while (a && a->id != id)
         a = a->next;
@@ -154,11 +145,7 @@ void session_answer(session *s, uint64_t id, int status, const char *text)
     /* The oldest ones go, in order. */
     while (s->answers && s->answers->ready && !s->closing) {
         a = s->answers;
-        msg_result r = {.id = a->id, .status = a->status};
-        resize_trailer(s, &r);
-        snprintf(r.text, sizeof r.text, "%s", a->text ? a->text : "");
-        uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
-        session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
+        send_result(s, a->id, a->status, a->text);
         /* A write that failed closed the session, which freed them all. */
         if (s->closing) break;
         free_answer(s);
@@ -477,7 +464,7 @@ static void on_hello_timer(uv_timer_t *t)
 /* gather's way to answer a session. */
 static void gather_reply(void *s, uint64_t id, int status, const char *text)
 {
-    session_answer(s, id, status, text);
+    session_answer(s, MSG_COLLECTIVE, id, status, text);
 }
 
 static void on_engine_reset(void *data)

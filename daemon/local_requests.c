@@ -2,7 +2,11 @@
  * local_requests.c - what a local session asks for: HELLO (which local rank
  * it is), REGISTER and UNREGISTER (its shared memory, regions.c),
  * COLLECTIVE (checked here, then gathered with the other local ranks' by
- * gather.c) and STATUS_REQ (status.c).
+ * gather.c), STATUS_REQ (status.c) and LEAVE_REQ (ringctl leave and join).
+ *
+ * Each handler decides and session_handle() answers: a request the daemon
+ * refuses gets its RESULT in its place among the session's answers, and the
+ * session goes on. Only what does not decode closes it.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -16,6 +20,25 @@
 #include "reduce_wire.h"
 #include "status.h"
 
+/* What a handler returns when session_handle() has nothing to answer:
+ * gather answers an accepted COLLECTIVE, and STATUS_REQ has its STATUS. */
+#define ANSWERED 1
+#define TEXT_LEN (MSG_MAX_TEXT + 1)
+
+/* Writes a RESULT's text (why a request is refused, or what was done) into
+ * text, of TEXT_LEN bytes; returns status. */
+static int explainf(char *text, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int explainf(char *text, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, TEXT_LEN, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 /* ---- regions ---- */
 
 int session_take_fd(session *s)
@@ -27,87 +50,65 @@ int session_take_fd(session *s)
     return fd;
 }
 
-static void do_register(session *s, const msg_register *m)
+static int do_register(session *s, const msg_register *m, char *text)
 {
-    char why[MSG_MAX_TEXT];
-    int rc = regions_add(&s->regions, m->region, m->size, session_take_fd(s), why, sizeof why);
-    session_reply(s, m->id, rc, rc < 0 ? why : NULL);
+    return regions_add(&s->regions, m->region, m->size, session_take_fd(s), text, TEXT_LEN);
 }
 
-static void do_unregister(session *s, const msg_unregister *m)
+static int do_unregister(session *s, const msg_unregister *m, char *text)
 {
-    if (regions_remove(&s->regions, m->region) == 0)
-        session_reply(s, m->id, 0, NULL);
-    else
-        session_replyf(s, m->id, RINGD_EINVAL, "unregister: no region %u", m->region);
+    if (regions_remove(&s->regions, m->region) == 0) return 0;
+    return explainf(text, RINGD_EINVAL, "unregister: no region %u", m->region);
 }
 
 /* ---- collectives ---- */
 
-/* Answers COLLECTIVE id with a refusal: it takes no part in the
- * numbering. Returns status. */
-static int refusef(session *s, uint64_t id, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int refusef(session *s, uint64_t id, int status, const char *fmt, ...)
-{
-    char text[MSG_MAX_TEXT + 1];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    session_answer(s, id, status, text);
-    return status;
-}
-
-/* Checks a submission: 0, or the RINGD_E* code of the reply that said what
- * is wrong. Normalises the fields a kind does not use, so that ranks agree
- * on them. */
-static int check_collective(session *s, msg_collective *m, region **reg_out)
+/* Checks a submission: 0, or a RINGD_E* code with what is wrong in text.
+ * Normalises the fields a kind does not use, so that ranks agree on them. */
+static int check_collective(session *s, msg_collective *m, region **reg_out, char *text)
 {
     local *l = s->owner;
     const char *kn = engine_kind_name(m->kind);
     if (s->observer) {
-        return refusef(s, m->id, RINGD_EINVAL,
-                       "this session is an observer and joins no collective");
+        return explainf(text, RINGD_EINVAL, "this session is an observer and joins no collective");
     }
     if (m->kind < MSG_COLL_ALLREDUCE || m->kind > MSG_COLL_BARRIER) {
-        return refusef(s, m->id, RINGD_EINVAL, "unknown collective kind %u", m->kind);
+        return explainf(text, RINGD_EINVAL, "unknown collective kind %u", m->kind);
     }
     if (m->kind == MSG_COLL_BARRIER) {
         m->count = 0;
         m->dtype = RINGD_UINT8;
     }
     if (m->dtype >= RINGD_DTYPE_COUNT) {
-        return refusef(s, m->id, RINGD_EINVAL, "%s: unknown dtype %u", kn, m->dtype);
+        return explainf(text, RINGD_EINVAL, "%s: unknown dtype %u", kn, m->dtype);
     }
     if (m->kind == MSG_COLL_ALLREDUCE || m->kind == MSG_COLL_REDUCE_SCATTER) {
         if (m->op >= RINGD_OP_COUNT || reduce_check(m->dtype, m->op) < 0) {
-            return refusef(s, m->id, RINGD_EINVAL, "%s: op %s does not apply to dtype %s", kn,
-                           ringd_op_name(m->op) ? ringd_op_name(m->op) : "?",
-                           ringd_dtype_name(m->dtype));
+            return explainf(text, RINGD_EINVAL, "%s: op %s does not apply to dtype %s", kn,
+                            ringd_op_name(m->op) ? ringd_op_name(m->op) : "?",
+                            ringd_dtype_name(m->dtype));
         }
         if (m->op == RINGD_WMEAN && !(m->weight >= 0 && isfinite(m->weight))) {
-            return refusef(s, m->id, RINGD_EINVAL, "%s: wmean needs a weight >= 0, got %g", kn,
-                           m->weight);
+            return explainf(text, RINGD_EINVAL, "%s: wmean needs a weight >= 0, got %g", kn,
+                            m->weight);
         }
     } else {
         m->op = 0;
     }
     int ranks = engine_ranks(l->engine);
     if (m->kind == MSG_COLL_BROADCAST && (m->root < 0 || m->root >= ranks)) {
-        return refusef(s, m->id, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)", m->root,
-                       ranks - 1);
+        return explainf(text, RINGD_EINVAL, "broadcast: root %d is not a rank (0..%d)", m->root,
+                        ranks - 1);
     }
     if (m->kind != MSG_COLL_BROADCAST) m->root = 0;
     /* cfg_wire counts from none as ringd_wire does from RINGD_WIRE_NONE. */
     int wire = reduce_wire_of((ringd_coll)m->kind, m->dtype, m->wire,
                               RINGD_WIRE_NONE + (int)l->cfg->wire_dtype);
     if (wire < 0) {
-        return session_replyf(s, m->id, RINGD_EINVAL,
-                              "%s: a narrow wire_dtype is for float32 allreduce, reduce_scatter "
-                              "and allgather, not %s",
-                              kn, ringd_dtype_name(m->dtype));
+        return explainf(text, RINGD_EINVAL,
+                        "%s: a narrow wire_dtype is for float32 allreduce, reduce_scatter "
+                        "and allgather, not %s",
+                        kn, ringd_dtype_name(m->dtype));
     }
     m->wire = (uint8_t)wire;
     if (m->op != RINGD_WMEAN) m->weight = 0;
@@ -116,49 +117,46 @@ static int check_collective(session *s, msg_collective *m, region **reg_out)
     uint64_t limit = l->cfg->max_buffer_bytes / esize;
     int per_rank = m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER;
     if (m->count > limit || (per_rank && m->count > limit / (uint64_t)ranks)) {
-        return refusef(s, m->id, RINGD_ETOOBIG,
-                       "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn,
-                       m->count, ringd_dtype_name(m->dtype), per_rank ? " per rank" : "",
-                       l->cfg->max_buffer_bytes);
+        return explainf(text, RINGD_ETOOBIG,
+                        "%s of %" PRIu64 " x %s%s is over max_buffer (%" PRIu64 " bytes)", kn,
+                        m->count, ringd_dtype_name(m->dtype), per_rank ? " per rank" : "",
+                        l->cfg->max_buffer_bytes);
     }
     uint64_t bytes = (per_rank ? m->count * (uint64_t)ranks : m->count) * esize;
     *reg_out = NULL;
     if (bytes == 0) return 0;
     region *reg = regions_find(&s->regions, m->region);
     if (!reg || m->offset > reg->size || bytes > reg->size - m->offset) {
-        return refusef(s, m->id, RINGD_ERANGE,
-                       "%s: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u", kn,
-                       bytes, m->offset, m->region);
+        return explainf(text, RINGD_ERANGE,
+                        "%s: %" PRIu64 " bytes at offset %" PRIu64 " are outside region %u", kn,
+                        bytes, m->offset, m->region);
     }
     if (m->offset % esize != 0) {
-        return refusef(s, m->id, RINGD_EINVAL, "%s: buffer is not aligned to its %zu-byte elements",
-                       kn, esize);
+        return explainf(text, RINGD_EINVAL, "%s: buffer is not aligned to its %zu-byte elements",
+                        kn, esize);
     }
     *reg_out = reg;
     return 0;
 }
 
-static void do_collective(session *s, msg_collective *m)
+/* Hands a COLLECTIVE to gather, or returns why it fails before it starts:
+ * then it takes no part in the numbering. */
+static int do_collective(session *s, msg_collective *m, char *text)
 {
     local *l = s->owner;
-    if (session_expect(s, m->id) < 0) {
-        session_drop(s, "too many collectives not answered yet");
-        return;
-    }
     region *reg = NULL;
+    char label[MSG_MAX_NAME + 32];
     /* Made for another membership (its rank, size and root are of that
      * one): it fails, as every rank's collectives do until they know of
-     * the resize, and takes no part in the numbering. */
+     * the resize. */
     engine_view v;
     engine_get_view(l->engine, &v);
     if (!s->observer && m->members_epoch != v.members_epoch) {
-        char label[MSG_MAX_NAME + 32], text[MSG_MAX_TEXT + 1];
-        snprintf(text, sizeof text, "%s failed: %s", gather_label(m, label, sizeof label),
-                 v.resize_why[0] ? v.resize_why : "the ring was resized");
-        session_answer(s, m->id, RINGD_ERESIZED, text);
-        return;
+        return explainf(text, RINGD_ERESIZED, "%s failed: %s", gather_label(m, label, sizeof label),
+                        v.resize_why[0] ? v.resize_why : "the ring was resized");
     }
-    if (check_collective(s, m, &reg) < 0) return;
+    int rc = check_collective(s, m, &reg, text);
+    if (rc < 0) return rc;
     /* A rank that left fails the collectives of the ranks that knew it,
      * until a process takes its place; a process that has not submitted
      * anything yet is in step with that one, whenever it connected. */
@@ -166,23 +164,22 @@ static void do_collective(session *s, msg_collective *m)
         s->submitted = 1;
         s->born = engine_generation(l->engine);
     }
-    char why[MSG_MAX_TEXT], label[MSG_MAX_NAME + 32], text[MSG_MAX_TEXT + 1];
+    char why[MSG_MAX_TEXT];
     if (!gather_settled_before(l->gather, &s->pos) &&
         engine_left(l->engine, s->born, why, sizeof why)) {
         /* As the verdict words it for the ranks whose collective was on the
          * ring (job_verdict_apply()). */
-        snprintf(text, sizeof text, "%s failed: %.*s", gather_label(m, label, sizeof label),
-                 FRAME_MAX_TEXT, why);
-        session_answer(s, m->id, RINGD_EABORTED, text);
-        return;
+        return explainf(text, RINGD_EABORTED, "%s failed: %.*s",
+                        gather_label(m, label, sizeof label), FRAME_MAX_TEXT, why);
     }
     gather_submit(l->gather, s, s->local_rank, &s->pos, m->id, reg,
                   reg ? reg->base + m->offset : NULL, m);
+    return ANSWERED;
 }
 
 /* ---- status ---- */
 
-static void do_status(session *s, const msg_status_req *m)
+static int do_status(session *s, const msg_status_req *m)
 {
     local *l = s->owner;
     status_snapshot snap;
@@ -193,35 +190,34 @@ static void do_status(session *s, const msg_status_req *m)
     status_message(&snap, m->id, &st);
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     session_queue(s, buf, msg_encode_status(buf, sizeof buf, &st));
+    return ANSWERED;
 }
 
 /* ---- ringctl leave, ringctl join ---- */
 
-static void do_leave(session *s, const msg_leave_req *m)
+static int do_leave(session *s, const msg_leave_req *m, char *text)
 {
     local *l = s->owner;
     const char *host = l->cfg->hosts[l->me].name;
     if (m->action != MSG_LEAVE && m->action != MSG_JOIN) {
-        session_replyf(s, m->id, RINGD_EINVAL, "leave: unknown action %u", m->action);
-        return;
+        return explainf(text, RINGD_EINVAL, "leave: unknown action %u", m->action);
     }
     int leave = m->action == MSG_LEAVE;
     char why[128];
     snprintf(why, sizeof why, "ringctl leave on host %s", host);
     if (engine_leave(l->engine, leave, why) < 0) {
-        session_replyf(s, m->id, RINGD_EINVAL,
-                       "host %s cannot %s: this ring does not close over hosts (evict_after: 0, "
-                       "algorithm: star, or more than %d hosts); stop or start its daemon instead",
-                       host, leave ? "leave the ring" : "join the ring", CFG_MAX_ELASTIC);
-        return;
+        return explainf(text, RINGD_EINVAL,
+                        "host %s cannot %s: this ring does not close over hosts (evict_after: 0, "
+                        "algorithm: star, or more than %d hosts); stop or start its daemon "
+                        "instead",
+                        host, leave ? "leave the ring" : "join the ring", CFG_MAX_ELASTIC);
     }
     if (leave)
-        session_replyf(s, m->id, 0,
-                       "host %s left the ring: the others close over it now; its ranks' "
-                       "collectives fail until `ringctl join`",
-                       host);
-    else
-        session_replyf(s, m->id, 0, "host %s joins the ring again", host);
+        return explainf(text, 0,
+                        "host %s left the ring: the others close over it now; its ranks' "
+                        "collectives fail until `ringctl join`",
+                        host);
+    return explainf(text, 0, "host %s joins the ring again", host);
 }
 
 /* ---- sessions ---- */
@@ -231,6 +227,14 @@ static void do_hello(session *s, const msg_hello *m)
     local *l = s->owner;
     const char *host = l->cfg->hosts[l->me].name;
     char text[MSG_MAX_TEXT];
+    /* A HELLO has no id for a RESULT: its refusal is an ERROR, which ends
+     * the session. */
+    if (s->welcomed) {
+        snprintf(text, sizeof text, "HELLO again: this session is %s already",
+                 s->observer ? "an observer" : "a local rank");
+        session_refuse(s, RINGD_EINVAL, text);
+        return;
+    }
     if (!s->pid) s->pid = m->pid; /* the kernel's word is better than the client's */
     if (m->flags & MSG_HELLO_OBSERVER) {
         s->observer = 1;
@@ -287,7 +291,8 @@ static void do_hello(session *s, const msg_hello *m)
     session_queue(s, buf, msg_encode_welcome(buf, sizeof buf, &w));
 }
 
-/* Decodes and runs one message; a bad one closes the session. */
+/* Decodes and runs one message, and answers it: every request's RESULT,
+ * a refusal's too, goes through session_answer() here. */
 void session_handle(session *s, const msg_header *h, const uint8_t *body)
 {
     union {
@@ -298,7 +303,9 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         msg_status_req status;
         msg_leave_req leave;
     } m;
-    int rc = MSG_EMALFORMED;
+    char text[TEXT_LEN] = "";
+    uint64_t id = 0;
+    int rc = MSG_EMALFORMED, status = ANSWERED;
     if (!s->welcomed && h->type != MSG_HELLO) {
         char why[64];
         snprintf(why, sizeof why, "first message is %s, not HELLO", msg_type_name(h->type));
@@ -307,23 +314,36 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
     }
     switch (h->type) {
     case MSG_HELLO:
-        if (s->welcomed) break;
         if ((rc = msg_decode_hello(h, body, &m.hello)) == 0) do_hello(s, &m.hello);
         break;
     case MSG_REGISTER:
-        if ((rc = msg_decode_register(h, body, &m.reg)) == 0) do_register(s, &m.reg);
+        if ((rc = msg_decode_register(h, body, &m.reg)) < 0) break;
+        id = m.reg.id;
+        status = do_register(s, &m.reg, text);
         break;
     case MSG_UNREGISTER:
-        if ((rc = msg_decode_unregister(h, body, &m.unreg)) == 0) do_unregister(s, &m.unreg);
+        if ((rc = msg_decode_unregister(h, body, &m.unreg)) < 0) break;
+        id = m.unreg.id;
+        status = do_unregister(s, &m.unreg, text);
         break;
     case MSG_COLLECTIVE:
-        if ((rc = msg_decode_collective(h, body, &m.coll)) == 0) do_collective(s, &m.coll);
+        if ((rc = msg_decode_collective(h, body, &m.coll)) < 0) break;
+        /* Its place among the answers first: whatever answers it, a refusal
+         * here or gather later, waits for the COLLECTIVEs before it. */
+        if (session_expect(s, m.coll.id) < 0) {
+            session_drop(s, "too many collectives not answered yet");
+            return;
+        }
+        id = m.coll.id;
+        status = do_collective(s, &m.coll, text);
         break;
     case MSG_STATUS_REQ:
-        if ((rc = msg_decode_status_req(h, body, &m.status)) == 0) do_status(s, &m.status);
+        if ((rc = msg_decode_status_req(h, body, &m.status)) == 0) status = do_status(s, &m.status);
         break;
     case MSG_LEAVE_REQ:
-        if ((rc = msg_decode_leave_req(h, body, &m.leave)) == 0) do_leave(s, &m.leave);
+        if ((rc = msg_decode_leave_req(h, body, &m.leave)) < 0) break;
+        id = m.leave.id;
+        status = do_leave(s, &m.leave, text);
         break;
     default:
         break;
@@ -332,5 +352,7 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         char why[128];
         snprintf(why, sizeof why, "bad %s message: %s", msg_type_name(h->type), msg_strerror(rc));
         session_drop(s, why);
+        return;
     }
+    if (status != ANSWERED) session_answer(s, h->type, id, status, text);
 }
