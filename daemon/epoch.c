@@ -110,6 +110,7 @@ static void fold(const epochs *e, frame_epoch *f)
         f->done = UINT64_MAX;
         f->top = 0;
         f->flags &= (uint8_t)~EPOCH_FLAG_DONE_UNKNOWN;
+        f->prior.epoch = 0;
         if (f->fail_seq != FRAME_NO_SEQ) { /* a collective of the older epoch */
             f->code = 0;
             f->fail_seq = FRAME_NO_SEQ;
@@ -118,6 +119,8 @@ static void fold(const epochs *e, frame_epoch *f)
             f->reason[0] = '\0';
         }
     }
+    /* How prev_epoch became ready, for a host on the lap that missed it. */
+    if (!f->prior.epoch && mine == f->prev_epoch && e->last.epoch == mine) f->prior = e->last;
     uint64_t done;
     switch (f->prev_epoch ? epochs_done_of(e, f->prev_epoch, &done) : -1) {
     case 1:
@@ -222,13 +225,82 @@ frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f)
     return c;
 }
 
-void epochs_settle(epochs *e, const frame_epoch *c)
+/* c's epoch is ready from now on, as far as this host counts: done and
+ * top start at 0, and c is the verdict that made it so. */
+static void push_ready(epochs *e, const frame_epoch *c)
+{
+    e->failure = (epoch_failure){.seq = FRAME_NO_SEQ};
+    if (e->n_ready == EPOCH_HISTORY) {
+        memmove(e->ready, e->ready + 1, (EPOCH_HISTORY - 1) * sizeof e->ready[0]);
+        e->n_ready--;
+    }
+    e->ready[e->n_ready].epoch = c->epoch;
+    e->ready[e->n_ready].done = 0;
+    e->ready[e->n_ready].top = 0;
+    e->n_ready++;
+    frame_prior *p = &e->last;
+    *p = (frame_prior){.epoch = c->epoch,
+                       .prev_epoch = c->prev_epoch,
+                       .flags = c->flags & (EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED),
+                       .code = c->code,
+                       .fail_seq = c->fail_seq,
+                       .fail_class = c->fail_class,
+                       .done = c->done,
+                       .top = c->top,
+                       .members = c->members,
+                       .members_epoch = c->members_epoch};
+    memcpy(p->reason, c->reason, sizeof p->reason);
+    memcpy(p->members_why, c->members_why, sizeof p->members_why);
+}
+
+static void take_members(epochs *e, const frame_epoch *c)
 {
     if (e->elastic && c->members) {
         e->members = c->members;
         e->members_epoch = c->members_epoch;
         if (c->flags & EPOCH_FLAG_RESIZED) e->note[0] = '\0';
     }
+}
+
+int epochs_missed(const epochs *e, const frame_epoch *c)
+{
+    const frame_prior *p = &c->prior;
+    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    if (!p->epoch || mine >= p->epoch || mine != p->prev_epoch || p->epoch > e->epoch) return 0;
+    /* Closed over, this host was not on that lap: it missed nothing. */
+    if (e->elastic && p->members && !(p->members & (UINT64_C(1) << e->me))) return 0;
+    return !e->birth || p->epoch >= e->birth;
+}
+
+frame_epoch epochs_prior_confirm(const frame_prior *p)
+{
+    frame_epoch c;
+    memset(&c, 0, sizeof c);
+    c.epoch = p->epoch;
+    c.phase = EPOCH_CONFIRM;
+    c.flags = p->flags;
+    c.code = p->code;
+    c.fail_seq = p->fail_seq;
+    c.fail_class = p->fail_class;
+    c.prev_epoch = p->prev_epoch;
+    c.done = p->done;
+    c.top = p->top;
+    c.members = p->members;
+    c.members_epoch = p->members_epoch;
+    memcpy(c.reason, p->reason, sizeof c.reason);
+    memcpy(c.members_why, p->members_why, sizeof c.members_why);
+    return c;
+}
+
+void epochs_settle_missed(epochs *e, const frame_epoch *c)
+{
+    take_members(e, c);
+    push_ready(e, c);
+}
+
+void epochs_settle(epochs *e, const frame_epoch *c)
+{
+    take_members(e, c);
     if (c->flags & EPOCH_FLAG_INCOMPLETE) {
         e->phase = RING_WAITING;
         snprintf(e->waiting, sizeof e->waiting, "%s", c->waiting);
@@ -236,15 +308,7 @@ void epochs_settle(epochs *e, const frame_epoch *c)
     }
     e->phase = RING_READY;
     e->waiting[0] = '\0';
-    e->failure = (epoch_failure){.seq = FRAME_NO_SEQ};
-    if (e->n_ready == EPOCH_HISTORY) {
-        memmove(e->ready, e->ready + 1, (EPOCH_HISTORY - 1) * sizeof e->ready[0]);
-        e->n_ready--;
-    }
-    e->ready[e->n_ready].epoch = e->epoch;
-    e->ready[e->n_ready].done = 0;
-    e->ready[e->n_ready].top = 0;
-    e->n_ready++;
+    push_ready(e, c);
 }
 
 void epochs_completed(epochs *e, uint64_t done)

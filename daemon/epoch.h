@@ -73,6 +73,7 @@ typedef struct {
         uint64_t done, top;
     } ready[EPOCH_HISTORY];
     int n_ready;
+    frame_prior last;                    /* the verdict that made the newest ready epoch ready */
     epoch_failure failure;               /* the first failure known of the last ready epoch */
     int incomplete;                      /* a rank of this host left and none has come back */
     char missing[FRAME_MAX_WAITING + 1]; /* then: which */
@@ -125,6 +126,15 @@ frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f);
 
 /* Takes a sent CONFIRM: the host is ready, or waits (INCOMPLETE). */
 void epochs_settle(epochs *e, const frame_epoch *confirm);
+
+/* Whether this host missed the CONFIRM that made the epoch a confirmation
+ * settles ready: it was on that lap (it was ready in the epoch before, and
+ * in the membership), and never heard how the lap ended. It then settles
+ * c->prior first, as epochs_prior_confirm() rebuilds it, and
+ * epochs_settle_missed() takes it: that epoch passed without this host. */
+int epochs_missed(const epochs *e, const frame_epoch *c);
+frame_epoch epochs_prior_confirm(const frame_prior *p);
+void epochs_settle_missed(epochs *e, const frame_epoch *confirm);
 
 /* A handshake told of epoch x: a larger one is adopted without a phase
  * change (the FORM that follows a new link carries a larger one still). */

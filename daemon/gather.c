@@ -564,6 +564,22 @@ static void answer_by(gather *g, coll *c, const job_verdict *v, uint32_t epoch, 
     free(c);
 }
 
+/* Remembers verdict v, which settled the epoch that started at base and
+ * ends at cut, for ranks that come back with numbers of it. */
+static void remember(gather *g, const job_verdict *v, uint64_t cut)
+{
+    if (cut <= g->base) return;
+    if (g->n_past == SETTLED_KEPT) {
+        memmove(g->past, g->past + 1, (SETTLED_KEPT - 1) * sizeof g->past[0]);
+        g->n_past--;
+    }
+    settled *p = &g->past[g->n_past++];
+    p->v = *v;
+    snprintf(p->reason, sizeof p->reason, "%s", v->reason);
+    p->v.reason = p->reason;
+    p->base = g->base;
+}
+
 /* Newcomers' collective c (made while the next epoch's start was unknown)
  * and same, of the same index, are one collective: c's submissions join
  * same, and c is freed. A part whose ranks were answered already (its
@@ -601,17 +617,7 @@ static void coll_merge(gather *g, coll *same, coll *c)
  * it failed with the old epoch, the rest runs. */
 static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
 {
-    if (cut > g->base) {
-        if (g->n_past == SETTLED_KEPT) {
-            memmove(g->past, g->past + 1, (SETTLED_KEPT - 1) * sizeof g->past[0]);
-            g->n_past--;
-        }
-        settled *p = &g->past[g->n_past++];
-        p->v = *v;
-        snprintf(p->reason, sizeof p->reason, "%s", v->reason);
-        p->v.reason = p->reason;
-        p->base = g->base;
-    }
+    remember(g, v, cut);
     g->base = cut;
     g->top = 0;
     g->epoch = v->next_epoch;
@@ -708,6 +714,8 @@ void gather_settled(gather *g, const job_verdict *v)
 {
     if (v->resized) {
         resize(g, v);
+        /* Missed, and over since: the next verdict says where it ended. */
+        if (v->passed) g->limbo = 1;
         return;
     }
     /* The numbers from base are of g->epoch: only a verdict of it says
@@ -719,7 +727,8 @@ void gather_settled(gather *g, const job_verdict *v)
         answer_by(g, c, v, g->epoch, c->index - g->base);
     }
     if (!g->limbo) {
-        if (v->ready) g->epoch = v->next_epoch; /* the ring formed, nothing was reset */
+        /* The ring formed, nothing was reset. */
+        if (v->ready || v->passed) g->epoch = v->next_epoch;
         return;
     }
     /* Those of the old epoch made since the reset failed with it too. */
@@ -738,7 +747,17 @@ void gather_settled(gather *g, const job_verdict *v)
         }
         answer_by(g, c, v, g->epoch, c->index - g->base);
     }
-    if (v->ready) start_epoch(g, v, cut);
+    if (v->ready) {
+        start_epoch(g, v, cut);
+    } else if (v->passed) {
+        /* next_epoch started at cut everywhere else; what this host's ranks
+         * submitted since is numbered from there, and waits for the
+         * verdict on it. */
+        remember(g, v, cut);
+        g->base = cut;
+        g->top = 0;
+        g->epoch = v->next_epoch;
+    }
 }
 
 void gather_withdraw(gather *g, void *s, int rank, gather_pos *pos)

@@ -203,6 +203,11 @@ typedef struct {
      * submitted somewhere; once ready, the ring runs epoch next_epoch. */
     uint64_t top;
     int ready;
+    /* The ring was ready in next_epoch, which has ended: this host missed
+     * that confirmation and settles it late, before the one that ends
+     * next_epoch; its numbering moves on to next_epoch's start, and it
+     * waits for the next verdict. */
+    int passed;
     uint32_t next_epoch;
     /* The ring is ready with a new membership (an elastic ring): what did
      * not succeed failed with RINGD_ERESIZED, and every rank's numbering

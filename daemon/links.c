@@ -150,6 +150,18 @@ static void note_members(links *l, const frame_epoch *c);
 
 static void settle(links *l, const frame_epoch *c, int sent)
 {
+    if (epochs_missed(&l->ep, c)) {
+        /* The lap before went round with this host on it, and its CONFIRM
+         * was lost on the way here: what it said comes first, or this host
+         * would settle c from another start than every other host. */
+        frame_epoch p = epochs_prior_confirm(&c->prior);
+        log_warn("epoch %u: this host missed its confirmation, which settled epoch %u; "
+                 "settling it now",
+                 p.epoch, p.prev_epoch);
+        epochs_settle_missed(&l->ep, &p);
+        if (l->elastic && p.members) note_members(l, &p);
+        l->cb.on_settle(l->data, &p, LINKS_PASSED);
+    }
     epochs_settle(&l->ep, c);
     if (l->elastic && c->members) note_members(l, c);
     int ready = epochs_ready(&l->ep);
@@ -160,7 +172,7 @@ static void settle(links *l, const frame_epoch *c, int sent)
     else if (!ready)
         log_info("ring epoch %u: not ready until every local rank of every host is connected: %s",
                  l->ep.epoch, c->waiting);
-    l->cb.on_settle(l->data, c, ready && sent);
+    l->cb.on_settle(l->data, c, ready && sent ? LINKS_READY : LINKS_WAITING);
 }
 
 /* ---- the elastic ring ---- */

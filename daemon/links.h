@@ -33,6 +33,14 @@ typedef enum {
     LINKS_FORM,  /* a link formed or a host's ranks are back: the running ones fail */
 } links_change;
 
+/* How a confirmation leaves this host (links_callbacks.on_settle). */
+typedef enum {
+    LINKS_WAITING, /* settled, and the ring waits for what confirm->waiting says */
+    LINKS_READY,   /* settled, and the ring is ready in confirm->epoch */
+    LINKS_PASSED,  /* a confirmation this host missed: the ring was ready in confirm->epoch,
+                      which has ended since; another settles it next */
+} links_settled;
+
 typedef struct {
     uint32_t epoch;
     links_change kind;
@@ -60,9 +68,8 @@ typedef struct {
     void (*on_epoch)(void *data, const links_event *ev);
     /* A lap came back round: confirm settles the epoch the ring was last
      * ready in (prev_epoch: collectives below done succeeded on every host,
-     * all others failed, with the failure it names); and the ring is ready
-     * now, or (ready 0) waits for what confirm->waiting says. */
-    void (*on_settle)(void *data, const frame_epoch *confirm, int ready);
+     * all others failed, with the failure it names); how says what now. */
+    void (*on_settle)(void *data, const frame_epoch *confirm, links_settled how);
     /* A COMMIT of the current epoch arrived while ready. */
     void (*on_commit)(void *data, const frame_commit *c);
 } links_callbacks;

@@ -131,7 +131,7 @@ void ring_update_tick(ring *r);
 void ring_on_tick(void *eng, uint64_t now);
 /* The links' epoch callbacks: a new epoch, a lap that settles, COMMIT counts. */
 void ring_on_epoch(void *data, const links_event *ev);
-void ring_on_settle(void *data, const frame_epoch *c, int ready);
+void ring_on_settle(void *data, const frame_epoch *c, links_settled how);
 void ring_on_commit(void *data, const frame_commit *c);
 
 /* ring_recv.c: the links' DATA callbacks. */

@@ -202,12 +202,13 @@ void ring_on_epoch(void *data, const links_event *ev)
     ring_advance(r);
 }
 
-void ring_on_settle(void *data, const frame_epoch *c, int ready)
+void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
 {
     ring *r = data;
+    int ready = how == LINKS_READY, passed = how == LINKS_PASSED;
     /* A new membership: the ring is made of the confirmation's hosts, and
      * what it settles failed with the resize, on every host alike. */
-    int resized = ready && c->members && c->members_epoch != r->members_epoch;
+    int resized = (ready || passed) && c->members && c->members_epoch != r->members_epoch;
     /* A rank that left is not waited for once its host is out of the ring
      * (the ring may not run yet: fewer than min_hosts hosts). */
     if (c->members && c->members != r->members) r->gone = 0;
@@ -220,6 +221,7 @@ void ring_on_settle(void *data, const frame_epoch *c, int ready)
                      .reason = c->code ? c->reason : "the ring was reset",
                      .top = c->top,
                      .ready = ready,
+                     .passed = passed,
                      .next_epoch = c->epoch,
                      .resized = resized};
     if (resized) {
@@ -246,7 +248,7 @@ void ring_on_settle(void *data, const frame_epoch *c, int ready)
     }
     r->settled = c->epoch;
     r->settle_due = 0;
-    if (ready) {
+    if (ready || passed) {
         r->ready_epoch = c->epoch;
         r->gone = 0;
         log_debug("epoch %u settled: %" PRIu64 " collectives of epoch %u confirmed", c->epoch,

@@ -20,8 +20,9 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 #define WELCOME_MAX_BODY (8 + 2 + FRAME_MAX_TEXT + FRAME_NONCE_SIZE + FRAME_MAC_SIZE)
 #define ABORT_MAX_BODY (16 + 2 + FRAME_MAX_TEXT)
 #define AUTH_BODY FRAME_MAC_SIZE
+#define PRIOR_MAX_BODY (50 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING)
 #define EPOCH_MAX_BODY                                                                             \
-    (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING + 12 + 2 + FRAME_MAX_WAITING)
+    (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING + 12 + 2 + FRAME_MAX_WAITING + PRIOR_MAX_BODY)
 _Static_assert(HELLO_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "HELLO fits a control body");
 _Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a control body");
 _Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");
@@ -267,6 +268,19 @@ int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e)
     wr_u64(&w, e->members);
     wr_u32(&w, e->members_epoch);
     wr_str(&w, e->members_why, FRAME_MAX_WAITING);
+    const frame_prior *p = &e->prior;
+    wr_u32(&w, p->epoch);
+    wr_u32(&w, p->prev_epoch);
+    wr_u8(&w, p->flags);
+    wr_i32(&w, p->code);
+    wr_u64(&w, p->fail_seq);
+    wr_u8(&w, p->fail_class);
+    wr_u64(&w, p->done);
+    wr_u64(&w, p->top);
+    wr_u64(&w, p->members);
+    wr_u32(&w, p->members_epoch);
+    wr_str(&w, p->reason, FRAME_MAX_TEXT);
+    wr_str(&w, p->members_why, FRAME_MAX_WAITING);
     return finish(&w, FRAME_EPOCH, 0, body_len(&w));
 }
 
@@ -396,8 +410,24 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     out->members = rd_u64(&r);
     out->members_epoch = rd_u32(&r);
     rd_str(&r, out->members_why, FRAME_MAX_WAITING);
+    frame_prior *p = &out->prior;
+    p->epoch = rd_u32(&r);
+    p->prev_epoch = rd_u32(&r);
+    p->flags = rd_u8(&r);
+    p->code = rd_i32(&r);
+    p->fail_seq = rd_u64(&r);
+    p->fail_class = rd_u8(&r);
+    p->done = rd_u64(&r);
+    p->top = rd_u64(&r);
+    p->members = rd_u64(&r);
+    p->members_epoch = rd_u32(&r);
+    rd_str(&r, p->reason, FRAME_MAX_TEXT);
+    rd_str(&r, p->members_why, FRAME_MAX_WAITING);
     if (out->phase < EPOCH_BREAK || out->phase > EPOCH_LEAVE) r.bad = 1;
     if (out->flags & ~EPOCH_FLAGS_ALL) r.bad = 1;
+    if (p->flags & ~(EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED)) r.bad = 1;
+    /* A prior is of the epoch the lap settles, which came after the one it settled. */
+    if (p->epoch && (p->epoch != out->prev_epoch || p->prev_epoch >= p->epoch)) r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 4
+#define FRAME_VERSION 5
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -25,7 +25,7 @@
 #define FRAME_MAX_BODY (FRAME_DATA_HEADER_SIZE + FRAME_MAX_PAYLOAD)
 #define FRAME_MAX_NAME 64           /* cluster names, host names */
 #define FRAME_MAX_TEXT 512          /* reasons in WELCOME and ABORT */
-#define FRAME_MAX_CONTROL_BODY 1536 /* any frame but DATA */
+#define FRAME_MAX_CONTROL_BODY 2048 /* any frame but DATA */
 #define FRAME_MAX_WAITING 256       /* EPOCH: who an incomplete ring waits for */
 #define FRAME_MAX_COMMIT_HOSTS 1024 /* hosts a COMMIT frame counts (CFG_MAX_HOSTS) */
 #define FRAME_MAX_COMMIT_BODY (14 + 4 * FRAME_MAX_COMMIT_HOSTS)
@@ -109,6 +109,24 @@ typedef enum {
             membership; CONFIRM: the membership is new */
 #define EPOCH_FLAGS_ALL 0x0f
 
+/* The verdict by which a ring epoch became ready: what its CONFIRM said of
+ * the epoch before it. A lap that settles epoch E carries E's own (epoch ==
+ * E), so that a host that missed E's CONFIRM applies it first (PROTOCOL.md,
+ * "A lost confirmation"). */
+typedef struct {
+    uint32_t epoch;      /* the epoch that became ready; 0: none carried */
+    uint32_t prev_epoch; /* the epoch it settled */
+    uint8_t flags;       /* the CONFIRM's EPOCH_FLAG_DONE_UNKNOWN and EPOCH_FLAG_RESIZED */
+    int32_t code;
+    uint64_t fail_seq;
+    uint8_t fail_class;
+    uint64_t done, top;
+    uint64_t members;
+    uint32_t members_epoch;
+    char reason[FRAME_MAX_TEXT + 1];
+    char members_why[FRAME_MAX_WAITING + 1];
+} frame_prior;
+
 typedef struct {
     uint32_t epoch;  /* the new ring epoch; larger wins */
     uint32_t origin; /* ring position of the host that started this frame */
@@ -132,6 +150,9 @@ typedef struct {
     uint32_t members_epoch; /* the epoch that membership was agreed in (FORM, RESET: the
                                origin's; CONFIRM: the ring's, this one if RESIZED) */
     char members_why[FRAME_MAX_WAITING + 1]; /* who left or came back, and why */
+    /* FORM, RESET, CONFIRM: how prev_epoch itself became ready (prior.epoch
+     * == prev_epoch), added by a host that was ready in it; else 0. */
+    frame_prior prior;
 } frame_epoch;
 
 /* EPOCH.members of a ring of all its n configured hosts. */

@@ -155,6 +155,9 @@ typedef struct {
     int down[MAX_HOSTS];            /* the link from host i is broken: frames are lost */
     frame_epoch settled[MAX_HOSTS]; /* the last CONFIRM each host settled with */
     int n_settled[MAX_HOSTS];
+    frame_epoch missed[MAX_HOSTS]; /* the last CONFIRM a host settled late (it missed it) */
+    int n_missed[MAX_HOSTS];
+    int lose_confirm[MAX_HOSTS]; /* the link from host i loses the next CONFIRM */
     uint64_t out; /* bit h: host h is out of reach, and the links close over it */
 } ring_sim;
 
@@ -172,12 +175,23 @@ static int right_of(const ring_sim *r, int h)
 static void send_right(ring_sim *r, int from, frame_epoch f)
 {
     if (r->down[from]) return;
+    if (f.phase == EPOCH_CONFIRM && r->lose_confirm[from]) {
+        r->lose_confirm[from] = 0;
+        return;
+    }
     cr_assert_lt(r->tail[from] - r->head[from], QUEUE);
     r->q[from][r->tail[from]++ % QUEUE] = f;
 }
 
+/* As links.c settles a confirmation: one this host missed comes first. */
 static void settle(ring_sim *r, int h, const frame_epoch *c)
 {
+    if (epochs_missed(&r->h[h], c)) {
+        frame_epoch p = epochs_prior_confirm(&c->prior);
+        epochs_settle_missed(&r->h[h], &p);
+        r->missed[h] = p;
+        r->n_missed[h]++;
+    }
     epochs_settle(&r->h[h], c);
     r->settled[h] = *c;
     r->n_settled[h]++;
@@ -345,6 +359,74 @@ Test(epoch, a_reset_settles_the_collectives_completed_on_every_host_and_the_firs
             cr_assert_str_eq(c->reason, "#4 differs between ranks");
         }
     }
+}
+
+/*
+ * A CONFIRM lost on one link: the hosts after it went round on the lap but
+ * never heard how it ended, so they never settled the epoch it settled nor
+ * knew where the new one started. The next lap settles the new epoch and
+ * carries the lost verdict with it (the prior): each of those hosts
+ * settles that first, so every host counts from the same start.
+ */
+Test(epoch, a_host_that_missed_a_confirm_settles_it_from_the_next_lap_first)
+{
+    for (int n = 2; n <= MAX_HOSTS; n++) {
+        ring_sim r;
+        start_ring(&r, n);
+        uint32_t e0 = r.h[0].epoch;
+        for (int h = 0; h < n; h++) {
+            epochs_submitted(&r.h[h], 3);
+            epochs_completed(&r.h[h], 2);
+        }
+        epoch_failure f = {.code = RINGD_EMISMATCH, .seq = 2, .cls = EPOCH_CAUSE, .origin = 0};
+        snprintf(f.reason, sizeof f.reason, "#2 differs between ranks");
+        epochs_note_failure(&r.h[0], &f);
+        /* Host 0's RESET goes round; its CONFIRM is lost on the way to host 1. */
+        r.lose_confirm[0] = 1;
+        lap(&r, 0, EPOCH_RESET);
+        run(&r, 5);
+        cr_assert(epochs_ready(&r.h[0]));
+        uint32_t e1 = r.h[0].epoch;
+        for (int h = 1; h < n; h++)
+            cr_assert_not(epochs_ready(&r.h[h]), "N=%d: host %d never got the CONFIRM", n, h);
+        /* Host 0 ran epoch e1 alone for 4 collectives; host 1 times out. */
+        epochs_submitted(&r.h[0], 4);
+        epoch_failure t = {.code = RINGD_ETIMEDOUT, .seq = 0, .cls = EPOCH_CAUSE, .origin = 1};
+        snprintf(t.reason, sizeof t.reason, "#0 timed out");
+        epochs_note_failure(&r.h[1], &t);
+        lap(&r, 1, EPOCH_RESET);
+        run(&r, 9);
+        assert_all_ready_in_one_epoch(&r);
+        cr_assert_eq(r.n_missed[0], 0, "host 0 settled e1 when it came");
+        for (int h = 0; h < n; h++) {
+            const frame_epoch *c = &r.settled[h];
+            cr_assert_eq(c->prev_epoch, e1, "N=%d host %d", n, h);
+            cr_assert_eq(c->done, 0, "nothing of e1 completed on every host");
+            cr_assert_eq(c->top, 4, "N=%d host %d: e1 starts where e0's verdict cut it", n, h);
+            if (h == 0) continue;
+            cr_assert_eq(r.n_missed[h], 1, "N=%d: host %d settles the lost CONFIRM", n, h);
+            const frame_epoch *m = &r.missed[h];
+            cr_assert_eq(m->epoch, e1);
+            cr_assert_eq(m->prev_epoch, e0);
+            cr_assert_eq(m->top, 3);
+            cr_assert_eq(m->done, 2);
+            cr_assert_eq(m->code, RINGD_EMISMATCH);
+            cr_assert_str_eq(m->reason, "#2 differs between ranks");
+        }
+    }
+}
+
+/* A host that missed two CONFIRMs in a row cannot place itself: it settles
+ * none late (the prior is not of the epoch it knows). */
+Test(epoch, a_prior_of_an_epoch_a_host_does_not_know_is_not_settled)
+{
+    epochs e;
+    epochs_init(&e, 3, 1);
+    e.epoch = 9;
+    frame_epoch c = frame(12, 0, EPOCH_CONFIRM);
+    c.prev_epoch = 9;
+    c.prior = (frame_prior){.epoch = 9, .prev_epoch = 5};
+    cr_assert_not(epochs_missed(&e, &c), "this host was never ready in 5");
 }
 
 Test(epoch, a_host_that_restarted_does_not_count_for_an_epoch_before_it)

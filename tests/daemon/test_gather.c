@@ -214,3 +214,80 @@ Test(gather, a_newcomers_call_answered_while_the_ring_waited_never_runs_with_a_l
     regions_clear(&set0);
     regions_clear(&set1);
 }
+
+/* The verdict of a lap that settled epoch `epoch`: done collectives of it
+ * succeeded, top were submitted somewhere; how says what follows. */
+static job_verdict verdict(uint32_t epoch, uint64_t done, uint64_t top, uint32_t next, int ready,
+                           int passed)
+{
+    return (job_verdict){.epoch = epoch,
+                         .done = done,
+                         .code = RINGD_ETIMEDOUT,
+                         .fail_seq = FRAME_NO_SEQ,
+                         .reason = "a rank was late",
+                         .top = top,
+                         .ready = ready,
+                         .passed = passed,
+                         .next_epoch = next};
+}
+
+/* Submits local rank `rank`'s next call until one is handed to the engine;
+ * returns how many were answered at once (they failed without running). */
+static int submit_until_handed(void *s, int rank, gather_pos *pos, region *reg, uint64_t *id)
+{
+    int answered = 0;
+    msg_collective m = allreduce(60000);
+    for (int i = 0; i < 20; i++) {
+        uint64_t at = pos->next;
+        gather_submit(g, s, rank, pos, ++*id, reg, reg->base, &m);
+        const reply *r = reply_to(s, *id);
+        if (!r) return pos->next == at + 1 ? answered : -1;
+        cr_assert_neq(r->status, 0, "a call answered OK without running");
+        answered++;
+    }
+    return -1;
+}
+
+/*
+ * A host that missed the CONFIRM of epoch 8 (it went round with the host on
+ * its lap, and was lost on the link into it) settles it late, from the
+ * next lap, before that lap's own verdict: its ranks' calls then start the
+ * next epoch at the same index as every other host's (7, here: epoch 7 had
+ * 5 calls submitted somewhere, epoch 8 had 2), never at the older base.
+ */
+Test(gather, a_host_that_missed_a_confirm_starts_the_next_epoch_where_the_others_do)
+{
+    int s0, s1;
+    region_set set0 = {0}, set1 = {0};
+    region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
+    gather_pos p0 = {0}, p1 = {0};
+    uint64_t id0 = 0, id1 = 0;
+    gather_join(g, &p0);
+    gather_join(g, &p1);
+    job_verdict v = verdict(0, 0, 0, 7, 1, 0);
+    gather_settled(g, &v);
+    /* Epoch 7: three calls run and succeed here. */
+    msg_collective m = allreduce(60000);
+    for (int k = 0; k < 3; k++) {
+        gather_submit(g, &s0, 0, &p0, ++id0, reg0, reg0->base, &m);
+        gather_submit(g, &s1, 1, &p1, ++id1, reg1, reg1->base, &m);
+    }
+    cr_assert_eq(fe.n_jobs, 3);
+    for (int k = 0; k < 3; k++)
+        fe.jobs[k]->done(fe.jobs[k], 0, NULL);
+    gather_reset(g); /* epoch 8's lap (a RESET) passes this host */
+    /* The lost CONFIRM of 8 (epoch 7: 3 done, 5 submitted somewhere),
+     * then the verdict of the lap that ended 8 (nothing done, 2 submitted). */
+    v = verdict(7, 3, 5, 8, 0, 1);
+    gather_settled(g, &v);
+    v = verdict(8, 0, 2, 9, 1, 0);
+    gather_settled(g, &v);
+    /* Calls 3..6 were numbered in 7 and 8 elsewhere and failed there. */
+    cr_assert_eq(submit_until_handed(&s0, 0, &p0, reg0, &id0), 4);
+    cr_assert_eq(submit_until_handed(&s1, 1, &p1, reg1, &id1), 4);
+    cr_assert_eq(fe.n_jobs, 4, "call 7 is epoch 9's first, on both ranks");
+    cr_assert_eq(p0.next, 8);
+    fe.jobs[3]->done(fe.jobs[3], 0, NULL);
+    regions_clear(&set0);
+    regions_clear(&set1);
+}
