@@ -602,6 +602,25 @@ int harness_start(harness *h, uint64_t seed, int max_delay_ms)
     return harness_wait_all_ready(h, HARNESS_READY_TIMEOUT_MS);
 }
 
+int harness_start_through(harness *h, int i, uint16_t port)
+{
+    char from[64], to[64], config[PATH_MAX], mine[PATH_MAX], name[32];
+    /* The whole line, so that no longer port that starts the same matches. */
+    snprintf(from, sizeof from, "address: 127.0.0.1:%u\n", (unsigned)h->d[(i + 1) % h->n].port);
+    snprintf(to, sizeof to, "address: 127.0.0.1:%u\n", (unsigned)port);
+    snprintf(name, sizeof name, "%s.yaml", h->d[i].name);
+    if (harness_config_variant(h, name, from, to, mine, sizeof mine) < 0) return -1;
+    /* harness_spawn() starts a daemon with h->config: host i with its own. */
+    snprintf(config, sizeof config, "%s", h->config);
+    int rc = 0;
+    for (int k = 0; k < h->n && rc == 0; k++) {
+        snprintf(h->config, sizeof h->config, "%s", k == i ? mine : config);
+        rc = harness_spawn(h, k);
+    }
+    snprintf(h->config, sizeof h->config, "%s", config);
+    return rc < 0 ? -1 : harness_wait_all_ready(h, HARNESS_READY_TIMEOUT_MS);
+}
+
 void harness_signal(harness *h, int i, int sig)
 {
     harness_daemon *d = &h->d[i];

@@ -103,6 +103,12 @@ int harness_wait_log(harness *h, int i, const char *text, int timeout_ms);
  * waits until every socket accepts a connection. Prints the order. */
 int harness_start(harness *h, uint64_t seed, int max_delay_ms);
 
+/* Starts every daemon, in order, with host i's right link going to
+ * 127.0.0.1:port (a proxy's) instead of to its right neighbour (config
+ * dir/<host>.yaml, a harness_config_variant()), then waits until every
+ * socket accepts a connection. */
+int harness_start_through(harness *h, int i, uint16_t port);
+
 /* Starts daemon order[k] after sleeping delay_ms[k] (delay_ms may be NULL),
  * for k < count, without waiting for readiness. */
 int harness_start_in_order(harness *h, const int *order, const int *delay_ms, int count);
