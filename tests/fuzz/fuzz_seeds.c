@@ -85,6 +85,24 @@ static void frames(void)
     e.members_epoch = 9;
     strcpy(e.members_why, "ring resized to 4 hosts (4 ranks): c unreachable for 10 s");
     put("frame", "epoch_resized", b, frame_encode_epoch(b, sizeof b, &e));
+    /* The next lap carries how epoch 9 became ready, for a host that missed it. */
+    frame_epoch next = e;
+    next.epoch = 13;
+    next.prev_epoch = 9;
+    next.flags = 0;
+    next.members_why[0] = '\0';
+    next.prior = (frame_prior){.epoch = 9,
+                               .prev_epoch = 5,
+                               .flags = EPOCH_FLAG_RESIZED,
+                               .code = -16,
+                               .fail_seq = 3,
+                               .done = 3,
+                               .top = 4,
+                               .members = 0x1b,
+                               .members_epoch = 9};
+    strcpy(next.prior.reason, e.reason);
+    strcpy(next.prior.members_why, e.members_why);
+    put("frame", "epoch_prior", b, frame_encode_epoch(b, sizeof b, &next));
     frame_epoch leave = {.epoch = 9, .origin = 2, .phase = EPOCH_LEAVE, .fail_seq = FRAME_NO_SEQ};
     strcpy(leave.reason, "ringd on c is stopping (SIGTERM)");
     put("frame", "epoch_leave", b, frame_encode_epoch(b, sizeof b, &leave));

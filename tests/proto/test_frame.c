@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 4), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 5), as specified
  * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
@@ -37,6 +37,10 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_A
 #define EPOCH_FLAGS 9
 #define EPOCH_FIXED 47   /* before the reason */
 #define EPOCH_MEMBERS 12 /* members, members_epoch: after waiting, before members_why */
+#define PRIOR_FLAGS 8    /* in the prior, which follows members_why */
+#define PRIOR_FIXED 50   /* the prior before its reason */
+#define PRIOR_EMPTY (PRIOR_FIXED + 2 + 2)                     /* a prior with empty strings */
+#define EPOCH_EMPTY (EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS + 2) /* the prior, after empty strings */
 #define COMMIT_HOSTS 200 /* in sample(): a COMMIT that fits FRAME_BUF */
 #define WELCOME_TAIL (FRAME_NONCE_SIZE + FRAME_MAC_SIZE) /* after the reason */
 
@@ -203,6 +207,18 @@ static any_frame sample(int type)
         f.epoch.members = 0x8000000000000001u;
         f.epoch.members_epoch = 0xfffffff7u;
         fill(f.epoch.members_why, FRAME_MAX_WAITING, 'm');
+        f.epoch.prior.epoch = f.epoch.prev_epoch;
+        f.epoch.prior.prev_epoch = 0xfffffff3u;
+        f.epoch.prior.flags = EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED;
+        f.epoch.prior.code = -2147483647;
+        f.epoch.prior.fail_seq = 0xfedcba9876543213u;
+        f.epoch.prior.fail_class = 0xfd;
+        f.epoch.prior.done = 0x8000000000000007u;
+        f.epoch.prior.top = 0x8000000000000009u;
+        f.epoch.prior.members = 0x8000000000000011u;
+        f.epoch.prior.members_epoch = 0xfffffff5u;
+        fill(f.epoch.prior.reason, FRAME_MAX_TEXT, 'p');
+        fill(f.epoch.prior.members_why, FRAME_MAX_WAITING, 'q');
         break;
     case FRAME_COMMIT:
         f.commit.epoch = 0xfffffffbu;
@@ -242,8 +258,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 4);
-    cr_assert_eq(FRAME_VERSION, 4);
+    cr_assert_eq(h.version, 5);
+    cr_assert_eq(FRAME_VERSION, 5);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -355,10 +371,12 @@ Test(frame, epoch_round_trips_every_field)
     int n = encode_sample(FRAME_EPOCH, buf, sizeof buf, &h);
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +
-                        EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING);
-    /* At its longest it still fits a control body (why that limit is 1536). */
+                        EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING + PRIOR_FIXED + 2 + FRAME_MAX_TEXT +
+                        2 + FRAME_MAX_WAITING);
+    /* At its longest it still fits a control body (why that limit is 2048). */
+    cr_assert_eq(h.length, 1911);
     cr_assert_leq(h.length, FRAME_MAX_CONTROL_BODY);
-    cr_assert_eq(FRAME_MAX_CONTROL_BODY, 1536);
+    cr_assert_eq(FRAME_MAX_CONTROL_BODY, 2048);
     cr_assert_eq(h.type, FRAME_EPOCH);
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
     cr_assert_eq(out.epoch.epoch, in.epoch.epoch);
@@ -377,6 +395,18 @@ Test(frame, epoch_round_trips_every_field)
     cr_assert_eq(out.epoch.members, in.epoch.members);
     cr_assert_eq(out.epoch.members_epoch, in.epoch.members_epoch);
     cr_assert_str_eq(out.epoch.members_why, in.epoch.members_why);
+    cr_assert_eq(out.epoch.prior.epoch, in.epoch.prior.epoch);
+    cr_assert_eq(out.epoch.prior.prev_epoch, in.epoch.prior.prev_epoch);
+    cr_assert_eq(out.epoch.prior.flags, in.epoch.prior.flags);
+    cr_assert_eq(out.epoch.prior.code, in.epoch.prior.code);
+    cr_assert_eq(out.epoch.prior.fail_seq, in.epoch.prior.fail_seq);
+    cr_assert_eq(out.epoch.prior.fail_class, in.epoch.prior.fail_class);
+    cr_assert_eq(out.epoch.prior.done, in.epoch.prior.done);
+    cr_assert_eq(out.epoch.prior.top, in.epoch.prior.top);
+    cr_assert_eq(out.epoch.prior.members, in.epoch.prior.members);
+    cr_assert_eq(out.epoch.prior.members_epoch, in.epoch.prior.members_epoch);
+    cr_assert_str_eq(out.epoch.prior.reason, in.epoch.prior.reason);
+    cr_assert_str_eq(out.epoch.prior.members_why, in.epoch.prior.members_why);
 }
 
 Test(frame, commit_round_trips_every_count)
@@ -462,7 +492,7 @@ Test(frame, epoch_carries_a_leave_and_a_resized_membership)
         int n = frame_encode_epoch(buf, sizeof buf, in[i]);
 
         cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + strlen(in[i]->reason) + 2 +
-                            EPOCH_MEMBERS + 2 + strlen(in[i]->members_why));
+                            EPOCH_MEMBERS + 2 + strlen(in[i]->members_why) + PRIOR_FIXED + 2 + 2);
         cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
         memset(&out, 0x5a, sizeof out);
         cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
@@ -479,6 +509,11 @@ Test(frame, epoch_carries_a_leave_and_a_resized_membership)
         cr_assert_eq(out.members, in[i]->members, "%#llx", (unsigned long long)out.members);
         cr_assert_eq(out.members_epoch, in[i]->members_epoch);
         cr_assert_str_eq(out.members_why, in[i]->members_why);
+        /* Without a prior, all of it decodes as 0. */
+        cr_assert_eq(out.prior.epoch, 0);
+        cr_assert_eq(out.prior.prev_epoch, 0);
+        cr_assert_str_eq(out.prior.reason, "");
+        cr_assert_str_eq(out.prior.members_why, "");
     }
 }
 
@@ -502,7 +537,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 4, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 5, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -529,7 +564,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 4, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 5, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -555,7 +590,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 4, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 5, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -600,7 +635,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 4, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 5, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -631,25 +666,49 @@ Test(frame, epoch_has_the_documented_byte_layout)
                       .waiting = "r3",
                       .members = 0x6162636465666768u,
                       .members_epoch = 0x71727374u,
-                      .members_why = "h2 left"};
+                      .members_why = "h2 left",
+                      .prior = {.epoch = 0x31323334u,
+                                .prev_epoch = 0x2a2b2c2du,
+                                .flags = EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED,
+                                .code = -9,
+                                .fail_seq = 0x8182838485868788u,
+                                .fail_class = 2,
+                                .done = 0x9192939495969798u,
+                                .top = 0xa1a2a3a4a5a6a7a8u,
+                                .members = 0xb1b2b3b4b5b6b7b8u,
+                                .members_epoch = 0xc1c2c3c4u,
+                                .reason = "late",
+                                .members_why = "h4 back"}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 4, FRAME_EPOCH, 0, 0, 0, 0, 0, 78, /* header */
-        1, 2, 3, 4,                                                /* epoch */
-        0, 0, 0, 5,                                                /* origin */
-        EPOCH_RESET, 0x0b,                                         /* phase, flags */
-        0xff, 0xff, 0xff, 0xf8,                                    /* code: -8 */
-        0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,            /* fail_seq */
-        1,                                                         /* fail_class */
-        0x21, 0x22, 0x23, 0x24,                                    /* fail_origin */
-        0x31, 0x32, 0x33, 0x34,                                    /* prev_epoch */
-        0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,            /* done */
-        0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,            /* top */
-        0, 4, 'l', 'o', 's', 't',                                  /* reason */
-        0, 2, 'r', '3',                                            /* waiting */
-        0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,            /* members */
-        0x71, 0x72, 0x73, 0x74,                                    /* members_epoch */
-        0, 7, 'h', '2', ' ', 'l', 'e', 'f', 't',                   /* members_why */
+        0x52, 0x47, 0x4e, 0x44, 5, FRAME_EPOCH, 0, 0, 0, 0, 0, 143, /* header */
+        1, 2, 3, 4,                                                 /* epoch */
+        0, 0, 0, 5,                                                 /* origin */
+        EPOCH_RESET, 0x0b,                                          /* phase, flags */
+        0xff, 0xff, 0xff, 0xf8,                                     /* code: -8 */
+        0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,             /* fail_seq */
+        1,                                                          /* fail_class */
+        0x21, 0x22, 0x23, 0x24,                                     /* fail_origin */
+        0x31, 0x32, 0x33, 0x34,                                     /* prev_epoch */
+        0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,             /* done */
+        0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,             /* top */
+        0, 4, 'l', 'o', 's', 't',                                   /* reason */
+        0, 2, 'r', '3',                                             /* waiting */
+        0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,             /* members */
+        0x71, 0x72, 0x73, 0x74,                                     /* members_epoch */
+        0, 7, 'h', '2', ' ', 'l', 'e', 'f', 't',                    /* members_why */
+        0x31, 0x32, 0x33, 0x34,                                     /* prior: epoch */
+        0x2a, 0x2b, 0x2c, 0x2d,                                     /* prev_epoch */
+        0x0c,                                                       /* flags */
+        0xff, 0xff, 0xff, 0xf7,                                     /* code: -9 */
+        0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88,             /* fail_seq */
+        2,                                                          /* fail_class */
+        0x91, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98,             /* done */
+        0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,             /* top */
+        0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8,             /* members */
+        0xc1, 0xc2, 0xc3, 0xc4,                                     /* members_epoch */
+        0, 4, 'l', 'a', 't', 'e',                                   /* reason */
+        0, 7, 'h', '4', ' ', 'b', 'a', 'c', 'k',                    /* members_why */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -675,7 +734,7 @@ Test(frame, commit_has_the_documented_byte_layout)
         .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 4, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        0x52, 0x47, 0x4e, 0x44, 5, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -709,7 +768,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 4, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 5, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -871,14 +930,19 @@ Test(frame, encoder_truncates_strings_to_their_limit)
     memset(ein.reason, 'x', sizeof ein.reason);
     memset(ein.waiting, 'y', sizeof ein.waiting);
     memset(ein.members_why, 'z', sizeof ein.members_why);
+    memset(ein.prior.reason, 'u', sizeof ein.prior.reason);
+    memset(ein.prior.members_why, 'v', sizeof ein.prior.members_why);
     cr_assert_eq(frame_encode_epoch(buf, sizeof buf, &ein),
                  FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +
-                     EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING);
+                     EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING + PRIOR_FIXED + 2 + FRAME_MAX_TEXT + 2 +
+                     FRAME_MAX_WAITING);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &eout), FRAME_OK);
     cr_assert_eq(strlen(eout.reason), FRAME_MAX_TEXT);
     cr_assert_eq(strlen(eout.waiting), FRAME_MAX_WAITING);
     cr_assert_eq(strlen(eout.members_why), FRAME_MAX_WAITING);
+    cr_assert_eq(strlen(eout.prior.reason), FRAME_MAX_TEXT);
+    cr_assert_eq(strlen(eout.prior.members_why), FRAME_MAX_WAITING);
 }
 
 Test(frame, encoders_refuse_a_short_buffer_without_writing_past_it)
@@ -1119,27 +1183,53 @@ Test(frame, rejects_string_over_its_limit)
     cr_assert_eq(frame_decode_abort(&h, buf + FRAME_HEADER_SIZE, &a), FRAME_EMALFORMED);
 
     /* EPOCH's fixed part needs a valid phase to get as far as its reason;
-     * after the reason come an empty waiting, members, members_epoch and
-     * an empty members_why. */
-    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT, 2 + EPOCH_MEMBERS + 2);
+     * after the reason come an empty waiting, members, members_epoch, an
+     * empty members_why and a prior of none. */
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT,
+                     2 + EPOCH_MEMBERS + 2 + PRIOR_EMPTY);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
 
-    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT + 1, 2 + EPOCH_MEMBERS + 2);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT + 1,
+                     2 + EPOCH_MEMBERS + 2 + PRIOR_EMPTY);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
 
-    /* members_why, the last string, after an empty reason and waiting. */
-    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS, FRAME_MAX_WAITING, 0);
+    /* members_why, after an empty reason and waiting. */
+    body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS, FRAME_MAX_WAITING,
+                     PRIOR_EMPTY);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
     cr_assert_eq(strlen(e.members_why), FRAME_MAX_WAITING);
 
     body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS, FRAME_MAX_WAITING + 1,
-                     0);
+                     PRIOR_EMPTY);
+    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
+
+    /* The prior's reason, then its members_why, the last string. */
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT, 2);
+    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
+    cr_assert_eq(strlen(e.prior.reason), FRAME_MAX_TEXT);
+
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT + 1, 2);
+    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
+
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING, 0);
+    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
+    cr_assert_eq(strlen(e.prior.members_why), FRAME_MAX_WAITING);
+
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING + 1, 0);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
@@ -1271,6 +1361,105 @@ Test(frame, rejects_epoch_with_an_unknown_flag)
         buf[FRAME_HEADER_SIZE + EPOCH_FLAGS] = bad[i];
         cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED,
                      "flags 0x%02x", bad[i]);
+    }
+}
+
+/* Where sample(FRAME_EPOCH)'s prior starts: after three strings at their longest. */
+#define SAMPLE_PRIOR                                                                               \
+    (FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +                \
+     EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING)
+
+Test(frame, rejects_epoch_whose_prior_has_a_flag_a_confirm_cannot_pass_on)
+{
+    /* A prior keeps only DONE_UNKNOWN and RESIZED of its CONFIRM: a ready
+     * epoch had no INCOMPLETE, and GONE is a RESET's. */
+    static const uint8_t good[] = {0, EPOCH_FLAG_DONE_UNKNOWN, EPOCH_FLAG_RESIZED,
+                                   EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED};
+    static const uint8_t bad[] = {
+        EPOCH_FLAG_GONE, EPOCH_FLAG_INCOMPLETE, 0x10, 0x20, 0x40, 0x80, 0xff};
+    any_frame in = sample(FRAME_EPOCH), out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_epoch(buf, sizeof buf, &in.epoch);
+
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(buf[SAMPLE_PRIOR + PRIOR_FLAGS], in.epoch.prior.flags);
+    for (size_t i = 0; i < sizeof good; i++) {
+        buf[SAMPLE_PRIOR + PRIOR_FLAGS] = good[i];
+        cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK,
+                     "prior flags 0x%02x", good[i]);
+        cr_assert_eq(out.epoch.prior.flags, good[i]);
+    }
+    for (size_t i = 0; i < sizeof bad; i++) {
+        buf[SAMPLE_PRIOR + PRIOR_FLAGS] = bad[i];
+        cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED,
+                     "prior flags 0x%02x", bad[i]);
+    }
+}
+
+/* Encodes e (the encoder writes any prior as it is) and decodes it back. */
+static int epoch_round_trip(const frame_epoch *e, frame_epoch *out)
+{
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_epoch(buf, sizeof buf, e);
+
+    cr_assert_gt(n, 0);
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    return frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, out);
+}
+
+Test(frame, rejects_epoch_whose_prior_is_not_of_its_prev_epoch)
+{
+    frame_epoch in = {.epoch = 45,
+                      .origin = 1,
+                      .phase = EPOCH_FORM,
+                      .fail_seq = FRAME_NO_SEQ,
+                      .prev_epoch = 41,
+                      .prior = {.epoch = 41, .prev_epoch = 36, .fail_seq = FRAME_NO_SEQ}},
+                out;
+
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
+    cr_assert_eq(out.prior.epoch, 41);
+    /* The verdict of another epoch than the one the lap settles. */
+    static const uint32_t other[] = {40, 42, 45, 36, UINT32_MAX};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        in.prior.epoch = other[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "prior of epoch %u", other[i]);
+    }
+    /* None carried: no host on the lap was ready in prev_epoch. */
+    in.prior = (frame_prior){0};
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
+    /* A lap that settles no epoch carries none either. */
+    in.prev_epoch = 0;
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
+    in.prior.epoch = 41;
+    in.prior.prev_epoch = 36;
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED);
+}
+
+Test(frame, rejects_epoch_whose_prior_settled_no_earlier_epoch)
+{
+    frame_epoch in = {.epoch = 45,
+                      .origin = 1,
+                      .phase = EPOCH_RESET,
+                      .fail_seq = FRAME_NO_SEQ,
+                      .prev_epoch = 41,
+                      .prior = {.epoch = 41, .fail_seq = FRAME_NO_SEQ}},
+                out;
+
+    /* The ring's first ready epoch settled none (0), and any earlier one
+     * may come before it. */
+    static const uint32_t good[] = {0, 1, 36, 40};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        in.prior.prev_epoch = good[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK, "prior settling %u", good[i]);
+        cr_assert_eq(out.prior.prev_epoch, good[i]);
+    }
+    static const uint32_t bad[] = {41, 42, UINT32_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        in.prior.prev_epoch = bad[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "prior settling %u", bad[i]);
     }
 }
 
@@ -1446,6 +1635,22 @@ static int rnd_frame(any_frame *f)
         f->epoch.members = rnd();
         f->epoch.members_epoch = (uint32_t)rnd();
         rnd_str(f->epoch.members_why, FRAME_MAX_WAITING);
+        /* Half of them carry a prior, which must be of prev_epoch. */
+        if (f->epoch.prev_epoch && rnd() % 2) {
+            frame_prior *p = &f->epoch.prior;
+            p->epoch = f->epoch.prev_epoch;
+            p->prev_epoch = (uint32_t)(rnd() % p->epoch);
+            p->flags = (uint8_t)(rnd() & (EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED));
+            p->code = (int32_t)(rnd() % 32) - 16;
+            p->fail_seq = rnd();
+            p->fail_class = (uint8_t)rnd();
+            p->done = rnd();
+            p->top = rnd();
+            p->members = rnd();
+            p->members_epoch = (uint32_t)rnd();
+            rnd_str(p->reason, FRAME_MAX_TEXT);
+            rnd_str(p->members_why, FRAME_MAX_WAITING);
+        }
         break;
     case FRAME_COMMIT: {
         uint64_t base = rnd() >> 1;
