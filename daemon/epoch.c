@@ -110,7 +110,7 @@ static void fold(const epochs *e, frame_epoch *f)
         f->done = UINT64_MAX;
         f->top = 0;
         f->flags &= (uint8_t)~EPOCH_FLAG_DONE_UNKNOWN;
-        f->prior.epoch = 0;
+        memset(&f->prior, 0, sizeof f->prior);
         if (f->fail_seq != FRAME_NO_SEQ) { /* a collective of the older epoch */
             f->code = 0;
             f->fail_seq = FRAME_NO_SEQ;
@@ -266,10 +266,10 @@ int epochs_missed(const epochs *e, const frame_epoch *c)
 {
     const frame_prior *p = &c->prior;
     uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
-    if (!p->epoch || mine >= p->epoch || mine != p->prev_epoch || p->epoch > e->epoch) return 0;
-    /* Closed over, this host was not on that lap: it missed nothing. */
-    if (e->elastic && p->members && !(p->members & (UINT64_C(1) << e->me))) return 0;
-    return !e->birth || p->epoch >= e->birth;
+    /* It was in the ring that prior settles, and has not been ready since:
+     * whether it was on prior's lap or closed over by it (frozen, cut
+     * off), what it still holds of that epoch ended as prior says. */
+    return p->epoch && mine < p->epoch && mine == p->prev_epoch && e->birth && e->birth <= p->epoch;
 }
 
 frame_epoch epochs_prior_confirm(const frame_prior *p)

@@ -127,11 +127,12 @@ frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f);
 /* Takes a sent CONFIRM: the host is ready, or waits (INCOMPLETE). */
 void epochs_settle(epochs *e, const frame_epoch *confirm);
 
-/* Whether this host missed the CONFIRM that made the epoch a confirmation
- * settles ready: it was on that lap (it was ready in the epoch before, and
- * in the membership), and never heard how the lap ended. It then settles
- * c->prior first, as epochs_prior_confirm() rebuilds it, and
- * epochs_settle_missed() takes it: that epoch passed without this host. */
+/* Whether this host missed the CONFIRM that made the epoch c settles
+ * ready: it was ready in the epoch before that one, and never heard how it
+ * ended (the CONFIRM was lost on the way, or the lap closed over this host
+ * while it was frozen or cut off). It then settles c->prior first, as
+ * epochs_prior_confirm() rebuilds it, and epochs_settle_missed() takes it:
+ * that epoch passed without this host. */
 int epochs_missed(const epochs *e, const frame_epoch *c);
 frame_epoch epochs_prior_confirm(const frame_prior *p);
 void epochs_settle_missed(epochs *e, const frame_epoch *confirm);

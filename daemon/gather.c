@@ -78,6 +78,7 @@ struct gather {
     uint32_t epoch; /* the ready epoch base counts in, 0 before the first */
     uint64_t base, top;
     uint64_t high; /* above every index a rank has had */
+    uint64_t last_tick; /* jobs_stalled() */
     int limbo;
     coll *aside;
     gather_pos *joiners[MAX_JOINERS]; /* newcomers in limbo, at JOIN_BASE + k */
@@ -93,6 +94,7 @@ struct gather {
 };
 
 static void on_tick(uv_timer_t *t);
+static void expire_aside(gather *g, uint64_t now);
 
 /* Finds the verdict that settled index, or NULL if it is older than any
  * kept. Indices below base were all settled by some verdict. */
@@ -465,6 +467,7 @@ static void on_tick(uv_timer_t *t)
 {
     gather *g = t->data;
     uint64_t now = uv_now(g->loop);
+    if (jobs_stalled(&g->last_tick, now)) return;
     int first = engine_first_rank(g->engine);
     /* Handing a collective to the engine may finish others and free them,
      * so look again from the start each time. */
@@ -496,13 +499,15 @@ static void on_tick(uv_timer_t *t)
             char why[512];
             engine_why_waiting(g->engine, why, sizeof why);
             snprintf(c->failure, sizeof c->failure,
-                     "%s timed out on host %s before it could start: %s", c->label,
-                     g->cfg->hosts[g->me].name, why);
+                     "outcome unknown: %s timed out on host %s before it could start (%s); "
+                     "restart the training step from a checkpoint on every rank",
+                     c->label, g->cfg->hosts[g->me].name, why);
         }
         log_limited(&g->fail_rl, now, JOBS_FAIL_LOG_MS, LOG_WARN, "%s", c->failure);
         coll_expire(g, c, c->fail_status ? c->fail_status : RINGD_ETIMEDOUT, c->failure);
     }
-    if (!g->colls) uv_timer_stop(&g->tick);
+    expire_aside(g, now);
+    if (!g->colls && !g->aside) uv_timer_stop(&g->tick);
 }
 
 void gather_join(gather *g, gather_pos *pos)
@@ -544,10 +549,24 @@ void gather_reset(gather *g)
         tail = &c->next;
     }
     g->limbo = 1;
+    if (g->aside && !uv_is_active((uv_handle_t *)&g->tick))
+        uv_timer_start(&g->tick, on_tick, TICK_MS, TICK_MS);
+}
+
+/* Answers every submission of c with (code, text) and frees it (c is off
+ * every list). */
+static void answer_free(gather *g, coll *c, int code, const char *text)
+{
+    for (int i = 0; i < g->local_size; i++) {
+        submission *sub = &c->subs[i];
+        if (sub->s) g->reply(sub->s, sub->id, code, text);
+        if (sub->reg) region_unref(sub->reg);
+    }
+    free(c);
 }
 
 /* Answers every submission of c by verdict v, as collective seq of the
- * epoch the verdict settles, and frees it (c is off every list). */
+ * epoch the verdict settles, and frees it. */
 static void answer_by(gather *g, coll *c, const job_verdict *v, uint32_t epoch, uint64_t seq)
 {
     char text[MSG_MAX_TEXT];
@@ -556,12 +575,32 @@ static void answer_by(gather *g, coll *c, const job_verdict *v, uint32_t epoch, 
         code = v->code;
         snprintf(text, sizeof text, "%s failed: %s", c->label, v->reason);
     }
-    for (int i = 0; i < g->local_size; i++) {
-        submission *sub = &c->subs[i];
-        if (sub->s) g->reply(sub->s, sub->id, code, text);
-        if (sub->reg) region_unref(sub->reg);
+    answer_free(g, c, code, text);
+}
+
+/* Those set aside at a reset wait for the verdict, which comes with the
+ * lap that re-forms the ring; once past their deadline and the grace a
+ * failure has (JOBS_SETTLE_GRACE_MS), nothing here can tell how the other
+ * hosts ended them. */
+static void expire_aside(gather *g, uint64_t now)
+{
+    for (coll **p = &g->aside; *p;) {
+        coll *c = *p;
+        if (c->deadline + RING_GRACE_MS + JOBS_SETTLE_GRACE_MS > now) {
+            p = &c->next;
+            continue;
+        }
+        *p = c->next;
+        char why[512], text[MSG_MAX_TEXT];
+        engine_why_waiting(g->engine, why, sizeof why);
+        snprintf(text, sizeof text,
+                 "%s failed: outcome unknown: the ring was reset on host %s and did not settle "
+                 "it on every host in time (%s); restart the training step from a checkpoint "
+                 "on every rank",
+                 c->label, g->cfg->hosts[g->me].name, why[0] ? why : "it is ready again");
+        log_limited(&g->fail_rl, now, JOBS_FAIL_LOG_MS, LOG_WARN, "%s", text);
+        answer_free(g, c, RINGD_ERING, text);
     }
-    free(c);
 }
 
 /* Remembers verdict v, which settled the epoch that started at base and

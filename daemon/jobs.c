@@ -205,7 +205,7 @@ static job *unlink_waiting(jobs *q)
     return j;
 }
 
-void jobs_hold_waiting(jobs *q, int status, const char *message, uint64_t hold_deadline,
+void jobs_hold_waiting(jobs *q, int status, const char *message, uint64_t now, uint64_t grace,
                        uint32_t epoch, uint64_t *next)
 {
     while (q->waiting) {
@@ -213,7 +213,7 @@ void jobs_hold_waiting(jobs *q, int status, const char *message, uint64_t hold_d
         record(j, status, message);
         j->epoch = epoch;
         if (epoch && next) j->seq = (*next)++;
-        hold(q, j, hold_deadline);
+        hold(q, j, (j->deadline > now ? j->deadline : now) + grace);
     }
 }
 
@@ -272,18 +272,22 @@ void jobs_settle(jobs *q, const job_verdict *v)
     }
 }
 
-int jobs_expire_held(jobs *q, uint64_t now, int code, const char *unknown)
+int jobs_expire_held(jobs *q, uint64_t now, int code, const char *unknown, const char *unsettled)
 {
     int n = 0;
     /* Held jobs end in order: the first not due holds the rest. */
     while (q->held && q->held->hold_deadline <= now) {
         job *j = q->held;
+        char own[JOB_MAX_MESSAGE];
         if (j->status == 0) {
-            j->status = code;
             snprintf(j->message, sizeof j->message, "%s #%" PRIu64 ": %s", j->label, j->seq,
                      unknown);
-            warn_failure(q, j->message);
+        } else {
+            memcpy(own, j->message, sizeof own);
+            snprintf(j->message, sizeof j->message, "outcome unknown: %.600s; %s", own, unsettled);
         }
+        j->status = code;
+        warn_failure(q, j->message);
         release(q);
         n++;
     }

@@ -139,6 +139,25 @@ typedef struct {
 } jobs_ops;
 
 #define JOBS_TICK_MS 100      /* granularity of deadlines */
+/* A failure waits for the lap that settles it until its deadline and this
+ * much more: the time a lap stuck behind a paused link needs to be freed by
+ * the reset of the host that holds it. Then its outcome is unknown. */
+#define JOBS_SETTLE_GRACE_MS 2000
+/* A deadline tick this late after the one before follows a stall of the
+ * whole process (SIGSTOP, a VM paused, swapping): the time that passed is
+ * not the ranks' nor the peers' fault, and the links' own news (a peer that
+ * gave up on this host) is still unread. Such a tick judges nothing; the
+ * next one, JOBS_TICK_MS later, does (jobs_stalled()). */
+#define JOBS_STALL_MS 500
+
+/* Whether a deadline tick at now comes after a stall of the process; *last
+ * is the time of the tick before, updated. */
+static inline int jobs_stalled(uint64_t *last, uint64_t now)
+{
+    int stalled = *last && now - *last > JOBS_STALL_MS;
+    *last = now;
+    return stalled;
+}
 #define JOBS_FAIL_LOG_MS 1000 /* at most one failure line per this (log_limited()) */
 #define JOBS_MAX_ABORTS 8     /* aborts remembered for jobs not started here yet */
 
@@ -221,10 +240,11 @@ typedef struct {
 int job_verdict_apply(const job_verdict *v, const char *label, uint32_t epoch, uint64_t seq,
                       char *out, size_t len);
 
-/* Holds every waiting job, failed with (status, message) and never started.
- * With epoch nonzero, they take the numbers they would have had in it,
- * from *next on (jobs_settle() places them by those). */
-void jobs_hold_waiting(jobs *q, int status, const char *message, uint64_t hold_deadline,
+/* Holds every waiting job, failed with (status, message) and never started,
+ * until its own deadline (at least now) plus grace. With epoch nonzero,
+ * they take the numbers they would have had in it, from *next on
+ * (jobs_settle() places them by those). */
+void jobs_hold_waiting(jobs *q, int status, const char *message, uint64_t now, uint64_t grace,
                        uint32_t epoch, uint64_t *next);
 /* Every held job of epoch that succeeded here with seq < upto succeeded on
  * every host: its done() runs. Stops at the first that is not so. */
@@ -236,10 +256,11 @@ void jobs_settle(jobs *q, const job_verdict *v);
 void jobs_settle_one(job *j, const job_verdict *v);
 /* Ends the first held job as it is. */
 void jobs_release_first(jobs *q);
-/* Ends the held jobs past their hold_deadline: those that succeeded here
- * with `unknown` (nothing tells whether every host did), the others with
- * their own failure. Returns how many ended. */
-int jobs_expire_held(jobs *q, uint64_t now, int code, const char *unknown);
+/* Ends the held jobs past their hold_deadline with code: those that
+ * succeeded here with `unknown` (nothing tells whether every host did),
+ * those that failed here with "outcome unknown: <their failure>; <unsettled>"
+ * (nothing tells how the others ended them). Returns how many ended. */
+int jobs_expire_held(jobs *q, uint64_t now, int code, const char *unknown, const char *unsettled);
 
 /* Ends the first waiting job, which never started. */
 void jobs_end_waiting(jobs *q, int status, const char *message);

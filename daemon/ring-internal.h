@@ -72,15 +72,10 @@ typedef struct {
     void *watcher_data;
     uint64_t gen; /* ranks that left, as this host heard of it */
     int gone;     /* a rank left and the ring waits for it */
-    int broken;   /* a BREAK: no lap settles what fails, it goes back at once */
     char gone_why[FRAME_MAX_TEXT + 1];
-    /* A RESET is going round: by settle_due (uv_now()), what waits for it
-     * goes back with the reset's own reason (hold_until()). */
-    uint64_t settle_due;
     uint32_t settled; /* the epoch of the last lap that settled: older collectives are settled */
+    uint64_t last_tick;   /* of the deadline tick (jobs_stalled()) */
     uint32_t ready_epoch; /* the last epoch the ring was ready in */
-    int reset_code;
-    char reset_why[FRAME_MAX_TEXT + 64];
     /* The first frame of a collective not started here: when it came. */
     int early_set;
     uint32_t early_epoch;

@@ -23,7 +23,6 @@
 #include "log.h"
 #include "ring-internal.h"
 
-#define SETTLE_GRACE_MS 2000        /* see hold_until() */
 #define WIRE_SPARE_MAX (128u << 20) /* a wire buffer kept between jobs, at most */
 
 /*
@@ -61,14 +60,15 @@ static void name_straggler(const ring *r, active *a)
 
 /* How long a collective done here waits for the ring's word. A success
  * waits up to collective_timeout for every host to complete it. A failure
- * waits for the lap that settles it, so that every rank gets the same
- * message; a lap round a working ring takes milliseconds, and one that has
- * not come back by SETTLE_GRACE_MS is stuck behind a link paused for a
- * collective some rank has not submitted: the failure then goes back as
- * this host knows it. */
-static uint64_t hold_until(const ring *r, int status)
+ * waits for the lap that settles it, whatever broke (a link, a host, a
+ * rank, a deadline), so that every rank gets the same code and message:
+ * until its own deadline and JOBS_SETTLE_GRACE_MS more; then it goes back
+ * as "outcome unknown" (jobs_expire_held()). */
+static uint64_t hold_until(const ring *r, const job *j)
 {
-    return uv_now(r->loop) + (status == 0 ? r->cfg->collective_timeout_ms : SETTLE_GRACE_MS);
+    uint64_t now = uv_now(r->loop);
+    if (j->status == 0) return now + r->cfg->collective_timeout_ms;
+    return (j->deadline > now ? j->deadline : now) + JOBS_SETTLE_GRACE_MS;
 }
 
 /* Failed ones go back at once, in order, as long as no success is still
@@ -128,14 +128,14 @@ void ring_complete(ring *r)
         return;
     }
     j->epoch = a->epoch;
-    jobs_hold(&r->q, &t, hold_until(r, j->status));
+    jobs_hold(&r->q, &t, hold_until(r, j));
     if (j->status == 0 && a->epoch == r->epoch) {
         r->done[r->me]++;
         links_completed(r->links, r->done[r->me]);
         r->commit_due = 1;
         uv_idle_start(&r->commit, on_commit_due);
         confirm(r); /* this host may have been the last */
-    } else if (r->broken || a->epoch < r->settled) {
+    } else if (a->epoch < r->settled) {
         /* Nothing more will settle it: ring_on_settle() already has. */
         release_failed(r);
     }
@@ -145,13 +145,6 @@ void ring_complete(ring *r)
 static void notify_settled(ring *r, const job_verdict *v)
 {
     if (r->watcher) r->watcher->settled(r->watcher_data, v);
-}
-
-/* Every collective the owner held failed with (code, reason), none placed. */
-static void notify_failed(ring *r, int code, const char *reason)
-{
-    job_verdict v = {.code = code, .fail_seq = FRAME_NO_SEQ, .reason = reason};
-    notify_settled(r, &v);
 }
 
 /* ---- the links' epochs ---- */
@@ -184,20 +177,12 @@ void ring_on_epoch(void *data, const links_event *ev)
         /* They keep the numbers they would have had in the ready epoch they
          * were submitted in, as every other host numbers them, so that the
          * verdict names each the same way everywhere. */
+        /* A BREAK too: what fails here waits for the lap that follows the
+         * repair, which settles it on every host alike. */
         uint32_t in = old == r->ready_epoch ? old : 0;
-        jobs_hold_waiting(&r->q, ev->code, ev->why, hold_until(r, ev->code), in, &next);
+        jobs_hold_waiting(&r->q, ev->code, ev->why, uv_now(r->loop), JOBS_SETTLE_GRACE_MS, in,
+                          &next);
         if (r->watcher) r->watcher->reset(r->watcher_data);
-        r->reset_code = ev->code ? ev->code : RINGD_ERING;
-        r->settle_due = hold_until(r, r->reset_code);
-        snprintf(r->reset_why, sizeof r->reset_why, "%s", ev->why);
-    }
-    /* After a BREAK no lap comes round to settle what fails: failures go
-     * back as they happen, until a lap of a later epoch settles the rest. */
-    r->broken = ev->kind == LINKS_BREAK;
-    if (r->broken) {
-        r->settle_due = 0;
-        release_failed(r);
-        notify_failed(r, ev->code, ev->why);
     }
     ring_advance(r);
 }
@@ -212,7 +197,9 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
     /* A rank that left is not waited for once its host is out of the ring
      * (the ring may not run yet: fewer than min_hosts hosts). */
     if (c->members && c->members != r->members) r->gone = 0;
-    if (resized) ring_set_view(r, c->members, c->members_epoch);
+    /* A ring that closed over this host (a confirmation it missed): its
+     * verdict applies here, its hosts do not; the next one's do. */
+    if (resized && (c->members >> r->pos & 1)) ring_set_view(r, c->members, c->members_epoch);
     job_verdict v = {.epoch = c->prev_epoch,
                      .done = c->flags & EPOCH_FLAG_DONE_UNKNOWN ? 0 : c->done,
                      .code = c->code ? c->code : RINGD_ERING,
@@ -247,7 +234,6 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
         jobs_settle_one(a->job, &v);
     }
     r->settled = c->epoch;
-    r->settle_due = 0;
     if (ready || passed) {
         r->ready_epoch = c->epoch;
         r->gone = 0;
@@ -284,7 +270,7 @@ void ring_on_commit(void *data, const frame_commit *c)
  * the left link (check_unsubmitted()). */
 void ring_update_tick(ring *r)
 {
-    r->q.awaiting = r->settle_due != 0 || r->early_set;
+    r->q.awaiting = r->early_set;
     jobs_update_tick(&r->q);
 }
 
@@ -371,6 +357,7 @@ void ring_on_tick(void *eng, uint64_t now)
 {
     ring *r = eng;
     char why[512];
+    if (jobs_stalled(&r->last_tick, now)) return;
     for (int k = 0; k < r->n_act; k++) {
         active *a = ring_slot(r, k);
         job *j = a->job;
@@ -389,23 +376,20 @@ void ring_on_tick(void *eng, uint64_t now)
         log_warn("%s", msg);
         if (r->q.held) {
             /* Replies go in order: behind the held ones. */
-            jobs_hold_waiting(&r->q, RINGD_ETIMEDOUT, msg, now, 0, NULL);
+            jobs_hold_waiting(&r->q, RINGD_ETIMEDOUT, msg, now, 0, 0, NULL);
         } else {
             jobs_end_waiting(&r->q, RINGD_ETIMEDOUT, msg);
         }
     }
     check_unsubmitted(r, now);
     /* Held ones the ring never settled: a host that completed one cannot
-     * tell whether every other host did. */
+     * tell whether every other host did, nor one that failed here how the
+     * others ended it. */
     jobs_expire_held(&r->q, now, RINGD_ERING,
                      "outcome unknown: this host completed it, but the ring broke before "
                      "every host was known to have; restart the training step from a "
-                     "checkpoint on every rank");
-    /* A RESET that never came back: the collectives set aside for it go
-     * back too, after the held ones (replies keep their order). */
-    if (r->settle_due && now >= r->settle_due && !r->q.held) {
-        r->settle_due = 0;
-        notify_failed(r, r->reset_code, r->reset_why);
-    }
+                     "checkpoint on every rank",
+                     "the ring did not settle it on every host in time; restart the training "
+                     "step from a checkpoint on every rank");
     ring_advance(r);
 }

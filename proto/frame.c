@@ -426,8 +426,14 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     if (out->phase < EPOCH_BREAK || out->phase > EPOCH_LEAVE) r.bad = 1;
     if (out->flags & ~EPOCH_FLAGS_ALL) r.bad = 1;
     if (p->flags & ~(EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED)) r.bad = 1;
-    /* A prior is of the epoch the lap settles, which came after the one it settled. */
-    if (p->epoch && (p->epoch != out->prev_epoch || p->prev_epoch >= p->epoch)) r.bad = 1;
+    /* A prior is of the epoch a lap settles, which came after the one it
+     * settled; none is all zero. */
+    int lap = out->phase == EPOCH_FORM || out->phase == EPOCH_RESET || out->phase == EPOCH_CONFIRM;
+    if (p->epoch && (!lap || p->epoch != out->prev_epoch || p->prev_epoch >= p->epoch)) r.bad = 1;
+    if (!p->epoch &&
+        (p->prev_epoch || p->flags || p->code || p->fail_seq || p->fail_class || p->done ||
+         p->top || p->members || p->members_epoch || p->reason[0] || p->members_why[0]))
+        r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }
 

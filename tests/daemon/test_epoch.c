@@ -657,6 +657,42 @@ Test(epoch, a_lap_carries_why_hosts_were_closed_over_until_a_resize_settles)
     cr_assert_not(r.settled[4].flags & EPOCH_FLAG_RESIZED);
 }
 
+/* A host closed over while it was frozen or cut off never heard how the
+ * ring ended its last epoch (the lap that closed over it did not pass it).
+ * The lap that takes it back carries that verdict, and it settles it
+ * first: its collectives of that epoch end as they did on every other
+ * host. */
+Test(epoch, a_host_taken_back_settles_the_verdict_of_the_lap_that_closed_over_it)
+{
+    for (int n = 3; n <= MAX_HOSTS; n++) {
+        int gone = n - 1, left = n - 2;
+        ring_sim r;
+        start_ring_of(&r, n, 1);
+        uint32_t e0 = r.h[0].epoch;
+        r.out = BIT(gone);
+        epochs_note(&r.h[left], "h unreachable for 10 s");
+        lap(&r, left, EPOCH_FORM);
+        run(&r, 31);
+        uint32_t x = r.h[0].epoch;
+        cr_assert_eq(r.n_missed[gone], 0);
+        /* It is back: the host before it reaches it again. */
+        r.out = 0;
+        lap(&r, left, EPOCH_FORM);
+        run(&r, 37);
+        assert_all_ready_in_one_epoch(&r);
+        cr_assert_eq(r.n_missed[gone], 1, "N=%d: the host taken back settles the lap it missed", n);
+        const frame_epoch *m = &r.missed[gone];
+        cr_assert_eq(m->epoch, x);
+        cr_assert_eq(m->prev_epoch, e0);
+        cr_assert(m->flags & EPOCH_FLAG_RESIZED);
+        cr_assert_eq(m->members, all_hosts(n) & ~BIT(gone));
+        for (int h = 0; h < n; h++) {
+            cr_assert_eq(r.settled[h].prev_epoch, x, "N=%d host %d", n, h);
+            if (h != gone) cr_assert_eq(r.n_missed[h], 0, "N=%d host %d missed nothing", n, h);
+        }
+    }
+}
+
 Test(epoch, a_ring_that_is_not_elastic_carries_no_membership)
 {
     for (int n = 2; n <= MAX_HOSTS; n++) {

@@ -915,7 +915,11 @@ Test(frame, empty_strings_round_trip)
 Test(frame, encoder_truncates_strings_to_their_limit)
 {
     frame_abort in = {.code = -10}, out;
-    frame_epoch ein = {.phase = EPOCH_BREAK, .code = -8}, eout;
+    frame_epoch ein = {.phase = EPOCH_CONFIRM,
+                       .code = -8,
+                       .prev_epoch = 9,
+                       .prior = {.epoch = 9, .prev_epoch = 5}},
+                eout;
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -1158,6 +1162,17 @@ static size_t body_with_string(uint8_t *buf, int type, size_t fixed, size_t slen
     return FRAME_HEADER_SIZE + body;
 }
 
+/* Makes the EPOCH body in buf a CONFIRM that settles epoch 9 and carries
+ * how 9 became ready (it settled 5): a prior is only of such a lap. */
+static void as_lap_with_prior(uint8_t *buf)
+{
+    uint8_t *b = buf + FRAME_HEADER_SIZE;
+    b[EPOCH_PHASE] = EPOCH_CONFIRM;
+    b[27 + 3] = 9;              /* prev_epoch */
+    b[EPOCH_EMPTY + 3] = 9;     /* prior.epoch */
+    b[EPOCH_EMPTY + 4 + 3] = 5; /* prior.prev_epoch */
+}
+
 Test(frame, rejects_string_over_its_limit)
 {
     uint8_t buf[FRAME_BUF];
@@ -1213,24 +1228,24 @@ Test(frame, rejects_string_over_its_limit)
 
     /* The prior's reason, then its members_why, the last string. */
     body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT, 2);
-    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
     cr_assert_eq(strlen(e.prior.reason), FRAME_MAX_TEXT);
 
     body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT + 1, 2);
-    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
 
     body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING, 0);
-    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
     cr_assert_eq(strlen(e.prior.members_why), FRAME_MAX_WAITING);
 
     body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING + 1, 0);
-    buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
+    as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
 }
@@ -1407,6 +1422,33 @@ static int epoch_round_trip(const frame_epoch *e, frame_epoch *out)
     cr_assert_gt(n, 0);
     cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
     return frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, out);
+}
+
+Test(frame, rejects_epoch_whose_prior_is_none_but_not_all_zero_or_rides_a_break)
+{
+    frame_epoch in = {.epoch = 45,
+                      .origin = 1,
+                      .phase = EPOCH_CONFIRM,
+                      .fail_seq = FRAME_NO_SEQ,
+                      .prev_epoch = 41,
+                      .prior = {.epoch = 41, .prev_epoch = 36, .top = 3}},
+                out;
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
+    /* Only a lap (FORM, RESET, CONFIRM) settles an epoch, and carries a prior. */
+    static const uint8_t not_laps[] = {EPOCH_BREAK, EPOCH_LEAVE};
+    for (size_t i = 0; i < sizeof not_laps; i++) {
+        in.phase = not_laps[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "phase %u", not_laps[i]);
+    }
+    /* None is all zero: prior.epoch 0 with anything else set is malformed. */
+    in.phase = EPOCH_CONFIRM;
+    in.prior.epoch = 0;
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED);
+    in.prior = (frame_prior){0};
+    in.prior.reason[0] = 'x';
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED);
+    in.prior = (frame_prior){0};
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
 }
 
 Test(frame, rejects_epoch_whose_prior_is_not_of_its_prev_epoch)
