@@ -49,13 +49,12 @@
 #define LAST_OK 10           /* the last calls, which must succeed */
 #define MAX_EPOCH_FRAMES 128 /* EPOCH frames the proxy remembers */
 /* The ring learns that a host missed a CONFIRM from the next lap, which
- * starts when a collective that host cannot run times out. It must come
- * before the collectives set aside for the lost verdict go back as each host
- * knows them (2 s, ring_outcome.c's SETTLE_GRACE_MS), or their messages
- * differ by design (PROTOCOL.md, "Outcomes"): hence a collective_timeout
- * shorter than that. */
+ * starts when a collective that host cannot run times out, a
+ * collective_timeout later: the collectives set aside for the lost verdict
+ * wait for it (their deadline and JOBS_SETTLE_GRACE_MS), so that their
+ * messages are the same everywhere. */
 #define CONFIRM_YAML                                                                               \
-    "collective_timeout: 1s\n"                                                                     \
+    "collective_timeout: 2s\n"                                                                     \
     "heartbeat_interval: 200ms\n"                                                                  \
     "heartbeat_timeout: 1s\n"                                                                      \
     "log_level: debug\n"
