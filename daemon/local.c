@@ -97,7 +97,16 @@ static void send_result(session *s, uint64_t id, int status, const char *text)
 {
     msg_result r = {.id = id, .status = status};
     resize_trailer(s, &r);
-    snprintf(r.text, sizeof r.text, "%s", text ? text : "");
+    if (status < 0 && (!text || !*text)) {
+        /* Every failure says what and where; one that does not is a bug,
+         * which must not reach the user as an empty string. */
+        log_warn("bug: a %s answer with no message (pid %u)", ringd_errname(status), s->pid);
+        snprintf(r.text, sizeof r.text,
+                 "%s (ringd gave no message: a bug; please report it with the daemons' logs)",
+                 ringd_strerror(status));
+    } else {
+        snprintf(r.text, sizeof r.text, "%s", text ? text : "");
+    }
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
 }

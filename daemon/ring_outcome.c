@@ -211,11 +211,19 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
                      .passed = passed,
                      .next_epoch = c->epoch,
                      .resized = resized};
+    char why[FRAME_MAX_WAITING + 64];
     if (resized) {
         v.code = RINGD_ERESIZED;
         v.fail_seq = FRAME_NO_SEQ;
         v.own = 0;
-        v.reason = c->members_why;
+        /* A resized CONFIRM says how; one that is new only to this host
+         * (it missed the resize) may carry no words of it. */
+        if (c->members_why[0])
+            snprintf(why, sizeof why, "%s", c->members_why);
+        else
+            snprintf(why, sizeof why, "ring resized to %d hosts (this host missed the resize)",
+                     __builtin_popcountll(c->members));
+        v.reason = why;
     }
     jobs_settle(&r->q, &v);
     /* Nothing made for the old membership runs on the new one (after a
