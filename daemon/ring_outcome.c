@@ -176,9 +176,8 @@ void ring_on_epoch(void *data, const links_event *ev)
          * submitted so far may pair with another host's. */
         /* They keep the numbers they would have had in the ready epoch they
          * were submitted in, as every other host numbers them, so that the
-         * verdict names each the same way everywhere. */
-        /* A BREAK too: what fails here waits for the lap that follows the
-         * repair, which settles it on every host alike. */
+         * verdict names each the same way everywhere; after a BREAK too,
+         * whose verdict comes with the lap that follows the repair. */
         uint32_t in = old == r->ready_epoch ? old : 0;
         jobs_hold_waiting(&r->q, ev->code, ev->why, uv_now(r->loop), JOBS_SETTLE_GRACE_MS, in,
                           &next);
