@@ -133,7 +133,7 @@ static void on_job_failed(void *eng, job *j)
                        .cls = consequence ? EPOCH_CONSEQUENCE : EPOCH_CAUSE,
                        .origin = (uint32_t)r->pos};
     snprintf(f.reason, sizeof f.reason, "%.*s", FRAME_MAX_TEXT, j->message);
-    if (r->n == 1) return;
+    if (r->n == 1 || !r->links) return;
     links_fail(r->links, &f, 0);
 }
 
@@ -142,7 +142,7 @@ static void on_job_failed(void *eng, job *j)
  * themselves. */
 void ring_drop_links(ring *r)
 {
-    if (r->n > 1) links_reset(r->links, "a collective on this host failed");
+    if (r->n > 1 && r->links) links_reset(r->links, "a collective on this host failed");
 }
 
 /* ---- sending ---- */
@@ -292,7 +292,8 @@ void ring_start_next(ring *r)
 
 int ring_up(ring *r)
 {
-    return links_ready(r->links) && !stale(r);
+    /* Closing, the links are gone before the engine: nothing starts. */
+    return r->links && links_ready(r->links) && !stale(r);
 }
 
 /* Whether the next waiting job may start now, beside those running: only
@@ -391,6 +392,10 @@ static int ring_start(engine *e, char *err, size_t errlen)
 static void ring_submit(engine *e, job *j)
 {
     ring *r = (ring *)e;
+    if (r->closing) {
+        jobs_reject(&r->q, j, RINGD_ESHUTDOWN, "ringd is shutting down");
+        return;
+    }
     jobs_push(&r->q, j);
     /* A collective that failed before it could start (its local ranks
      * disagree, one never came) fails every host's: now if the ring runs,
@@ -444,7 +449,7 @@ static void ring_watch(engine *e, const engine_watcher *w, void *data)
 static void ring_members(engine *e, int complete, int gone, const char *why)
 {
     ring *r = (ring *)e;
-    if (r->n == 1) return;
+    if (r->n == 1 || !r->links) return;
     links_members(r->links, complete, why);
     if (!gone) return;
     /* Every host fails what is not confirmed, at once, naming the rank. */
@@ -472,13 +477,15 @@ static uint64_t ring_generation(const engine *e)
 static void ring_submitted(engine *e, uint64_t top)
 {
     ring *r = (ring *)e;
-    links_submitted(r->links, top);
+    if (r->links) links_submitted(r->links, top);
 }
 
 static void ring_why_waiting(const engine *e, char *out, size_t len)
 {
     const ring *r = (const ring *)e;
-    if (ring_up((ring *)r))
+    if (!r->links)
+        snprintf(out, len, "ringd is shutting down");
+    else if (ring_up((ring *)r))
         out[0] = '\0';
     else
         ring_describe_wait(r, NULL, out, len);
@@ -543,6 +550,10 @@ static void ring_stats(const engine *e, engine_stats *out)
     const ring *r = (const ring *)e;
     memset(out, 0, sizeof *out);
     out->jobs = r->q.stats;
+    if (!r->links) { /* closing */
+        snprintf(out->waiting, sizeof out->waiting, "ringd is shutting down");
+        return;
+    }
     links_get_stats(r->links, &out->net);
     out->epoch = links_epoch(r->links);
     out->ready = links_ready(r->links);
@@ -590,17 +601,22 @@ static void ring_view(const engine *e, engine_view *out)
     *out = (engine_view){.hosts = &r->view,
                          .me = r->me,
                          .members_epoch = r->members_epoch,
-                         .resize_why = links_resize_why(r->links)};
+                         .resize_why = r->links ? links_resize_why(r->links) : ""};
 }
 
 static void ring_membership(const engine *e, links_membership *out)
 {
-    links_get_membership(((const ring *)e)->links, out);
+    const ring *r = (const ring *)e;
+    if (r->links)
+        links_get_membership(r->links, out);
+    else
+        memset(out, 0, sizeof *out);
 }
 
 static int ring_leave(engine *e, int leave, const char *why)
 {
     ring *r = (ring *)e;
+    if (!r->links) return RINGD_ESHUTDOWN;
     return leave ? links_leave(r->links, why) : links_join(r->links);
 }
 
