@@ -52,6 +52,20 @@ static void adopt(epochs *e, uint32_t x, ring_phase phase)
     e->epoch = x;
     e->phase = phase;
     if (!e->birth) e->birth = x;
+    e->adopted[e->n_adopted++ % EPOCH_ADOPTED] = x;
+}
+
+/* Whether x's lap passed this host: 1, 0, or -1 if it cannot tell (x is
+ * older than the epochs it remembers). */
+static int took_part(const epochs *e, uint32_t x)
+{
+    unsigned n = e->n_adopted < EPOCH_ADOPTED ? e->n_adopted : EPOCH_ADOPTED;
+    uint32_t oldest = UINT32_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        if (e->adopted[i] == x) return 1;
+        if (e->adopted[i] < oldest) oldest = e->adopted[i];
+    }
+    return e->n_adopted > EPOCH_ADOPTED && x < oldest ? -1 : 0;
 }
 
 int epochs_failure_first(const epoch_failure *a, const epoch_failure *b)
@@ -82,10 +96,17 @@ int epochs_done_of(const epochs *e, uint32_t x, uint64_t *done)
         }
     }
     if (!e->birth || x < e->birth) return -1;
-    /* Took part, and never ready in it, or ready so long ago it is gone. */
+    /* Ready in it so long ago it is gone. */
     if (e->n_ready == EPOCH_HISTORY && x < e->ready[0].epoch) return 0;
-    *done = 0;
-    return 1;
+    switch (took_part(e, x)) {
+    case 1: /* and never ready in it */
+        *done = 0;
+        return 1;
+    case 0: /* closed over: the hosts of that ring count it */
+        return -1;
+    default:
+        return 0;
+    }
 }
 
 /* The number of collectives of ready epoch x this host's ranks submitted,
@@ -294,6 +315,10 @@ frame_epoch epochs_prior_confirm(const frame_prior *p)
 
 void epochs_settle_missed(epochs *e, const frame_epoch *c)
 {
+    /* Closed over by it, this host was never in that ring: its verdict
+     * ends what this host still held, and counts of that epoch are not
+     * this host's to give. */
+    if (e->elastic && c->members && !(c->members & (UINT64_C(1) << e->me))) return;
     take_members(e, c);
     push_ready(e, c);
 }

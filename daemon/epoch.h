@@ -43,6 +43,7 @@ typedef enum {
 } ring_phase;
 
 #define EPOCH_HISTORY 4 /* ready epochs a host remembers its counts of */
+#define EPOCH_ADOPTED 32 /* epochs a host remembers it took part in */
 
 /* A failure, as a host knows it and as laps carry it. */
 typedef struct {
@@ -73,6 +74,11 @@ typedef struct {
         uint64_t done, top;
     } ready[EPOCH_HISTORY];
     int n_ready;
+    /* The last epochs this host adopted or started (their laps passed it),
+     * in a ring of EPOCH_ADOPTED, and how many in all: an epoch it did not
+     * take part in (it was closed over) is not its to count. */
+    uint32_t adopted[EPOCH_ADOPTED];
+    unsigned n_adopted;
     frame_prior last;                    /* the verdict that made the newest ready epoch ready */
     epoch_failure failure;               /* the first failure known of the last ready epoch */
     int incomplete;                      /* a rank of this host left and none has come back */
@@ -164,8 +170,9 @@ int epochs_ready(const epochs *e);
 
 /* The count of epoch x's collectives this host completed: 1 and *done, or
  * 0 if it cannot tell (older than what it remembers). An epoch this host
- * took part in but was never ready in counts 0; one before its birth is
- * not its to count (-1). */
+ * took part in but was never ready in counts 0; one before its birth, or
+ * one whose lap never passed it (a ring that closed over it), is not its
+ * to count (-1). */
 int epochs_done_of(const epochs *e, uint32_t x, uint64_t *done);
 
 /* Whether failure a comes before b: the one the ring reports. */

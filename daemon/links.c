@@ -324,8 +324,11 @@ static void on_elastic(uv_timer_t *timer)
         return;
     }
     if (now - l->failing_since < evict) return;
+    /* A link timed out by heartbeats has no error of a connect attempt. */
+    const char *err = peer_error(l->right);
     snprintf(why, sizeof why, "%s unreachable for %.0f s (%s)", host_name(l, t),
-             (double)(now - l->failing_since) / 1000, peer_error(l->right));
+             (double)(now - l->failing_since) / 1000,
+             *err ? err : "no answer since its link was lost");
     epochs_note(&l->ep, why);
     close_over(l, why);
 }

@@ -675,6 +675,12 @@ Test(epoch, a_host_taken_back_settles_the_verdict_of_the_lap_that_closed_over_it
         run(&r, 31);
         uint32_t x = r.h[0].epoch;
         cr_assert_eq(r.n_missed[gone], 0);
+        /* The smaller ring ran 5 collectives, all completed on its hosts. */
+        for (int h = 0; h < n; h++) {
+            if (h == gone) continue;
+            epochs_submitted(&r.h[h], 5);
+            epochs_completed(&r.h[h], 5);
+        }
         /* It is back: the host before it reaches it again. */
         r.out = 0;
         lap(&r, left, EPOCH_FORM);
@@ -688,6 +694,11 @@ Test(epoch, a_host_taken_back_settles_the_verdict_of_the_lap_that_closed_over_it
         cr_assert_eq(m->members, all_hosts(n) & ~BIT(gone));
         for (int h = 0; h < n; h++) {
             cr_assert_eq(r.settled[h].prev_epoch, x, "N=%d host %d", n, h);
+            /* The host that was away has no count of x: those of the ring
+             * that ran it stand (a success there was one). */
+            cr_assert_eq(r.settled[h].done, 5, "N=%d host %d: %llu done", n, h,
+                         (unsigned long long)r.settled[h].done);
+            cr_assert_eq(r.settled[h].top, 5);
             if (h != gone) cr_assert_eq(r.n_missed[h], 0, "N=%d host %d missed nothing", n, h);
         }
     }

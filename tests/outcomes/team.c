@@ -44,7 +44,7 @@ void team_explain(const int64_t *buf, size_t count, int size, int rank, char *ou
 {
     size_t n = 0, start = 0;
     out[0] = '\0';
-    uint64_t run = 0;
+    uint64_t run = 0, first = 0;
     int in_run = 0;
     for (size_t i = 0; i <= count && n < len; i++) {
         int mine = i < count && owner_of(i, size) == rank;
@@ -53,8 +53,8 @@ void team_explain(const int64_t *buf, size_t count, int size, int rank, char *ou
         uint64_t tag = (v & 0xffffff) == (i & 0xffffff) ? v >> 24 : TEAM_BAD_TAG;
         if (in_run && (i == count || tag != run)) {
             if (run == TEAM_BAD_TAG)
-                n += (size_t)snprintf(out + n, len - n, "%s[%zu..%zu] not a tag", n ? ", " : "",
-                                      start, i - 1);
+                n += (size_t)snprintf(out + n, len - n, "%s[%zu..%zu] not a tag (%#llx first)",
+                                      n ? ", " : "", start, i - 1, (unsigned long long)first);
             else
                 n += (size_t)snprintf(out + n, len - n, "%s[%zu..%zu] %llx", n ? ", " : "", start,
                                       i - 1, (unsigned long long)run);
@@ -64,6 +64,7 @@ void team_explain(const int64_t *buf, size_t count, int size, int rank, char *ou
             in_run = 1;
             run = tag;
             start = i;
+            first = v;
         }
     }
 }
