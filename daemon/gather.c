@@ -42,7 +42,8 @@ typedef struct coll {
     int first;            /* this host's first rank when it ran */
     uint8_t barrier_byte; /* a barrier's buffer */
     char failure[MSG_MAX_TEXT];
-    int fail_status; /* coll_fail() waiting for the next epoch's start */
+    int fail_status; /* it failed here (coll_fail()): handed over failed, or to be once the
+                        next epoch's start is known */
     int deferred;    /* complete, waiting for the next epoch's start */
     int limbo;       /* made while the next epoch's start was unknown */
     int expired;     /* its ranks were answered at its deadline; it keeps its place */
@@ -241,11 +242,9 @@ static void coll_fail(gather *g, coll *c, int status, const char *fmt, ...)
  * keeps it until the next epoch's start is known. */
 static void coll_hand_failed(gather *g, coll *c, int status)
 {
-    if (g->limbo) {
-        c->fail_status = status;
-        return;
-    }
-    c->fail_status = 0;
+    /* fail_status stays: ranks that come late to it get it (gather_submit()). */
+    c->fail_status = status;
+    if (g->limbo) return;
     c->running = 1;
     c->job = (job){.kind = RINGD_COLL_BARRIER,
                    .dtype = RINGD_UINT8,
@@ -419,7 +418,7 @@ void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, r
         /* It failed without this rank (it did not come in time): its other
          * ranks were answered, or will be, the same way. */
         (*next)++;
-        g->reply(s, id, c->expired ? c->fail_status : c->job.preset_status, c->failure);
+        g->reply(s, id, c->fail_status, c->failure);
         return;
     }
     if (c && (c->running || c->subs[rank].s)) {

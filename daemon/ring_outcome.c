@@ -164,10 +164,13 @@ void ring_on_epoch(void *data, const links_event *ev)
         r->gone = 1;
         snprintf(r->gone_why, sizeof r->gone_why, "%s", ev->reason);
     }
-    /* What runs cannot be confirmed in the old epoch any more. */
+    /* What runs cannot be confirmed in the old epoch any more. A lap
+     * whose failure was of an older epoch than the one it settles carries
+     * none (epoch.c, fold()): the ring was reset all the same. */
+    int code = ev->code ? ev->code : RINGD_ERING;
     for (int k = 0; k < r->n_act; k++) {
         job *j = ring_slot(r, k)->job;
-        jobs_fail(&r->q, j, FAIL_JOB, ev->code, "%s #%" PRIu64 " failed: %s", j->label, j->seq,
+        jobs_fail(&r->q, j, FAIL_JOB, code, "%s #%" PRIu64 " failed: %s", j->label, j->seq,
                   ev->why);
     }
     if (ev->kind != LINKS_FORM) {
@@ -179,8 +182,7 @@ void ring_on_epoch(void *data, const links_event *ev)
          * verdict names each the same way everywhere; after a BREAK too,
          * whose verdict comes with the lap that follows the repair. */
         uint32_t in = old == r->ready_epoch ? old : 0;
-        jobs_hold_waiting(&r->q, ev->code, ev->why, uv_now(r->loop), JOBS_SETTLE_GRACE_MS, in,
-                          &next);
+        jobs_hold_waiting(&r->q, code, ev->why, uv_now(r->loop), JOBS_SETTLE_GRACE_MS, in, &next);
         if (r->watcher) r->watcher->reset(r->watcher_data);
     }
     ring_advance(r);

@@ -291,3 +291,38 @@ Test(gather, a_host_that_missed_a_confirm_starts_the_next_epoch_where_the_others
     regions_clear(&set0);
     regions_clear(&set1);
 }
+
+/*
+ * The mixed sum the stress test found next (an OK result holding nothing
+ * but the rank's own input). A rank's call times out while the ring waits
+ * for the other local rank to connect, and keeps its place, failed; the
+ * other rank connects and, once the ring is ready, makes its call of that
+ * number after the failed collective was handed to the engine. It must get
+ * the failure the first rank got, never a success that nothing computed.
+ */
+Test(gather, a_late_rank_gets_the_failure_of_a_collective_handed_over_failed_never_ok)
+{
+    int s0, s1;
+    region_set set0 = {0}, set1 = {0};
+    region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
+    gather_pos p0 = {0}, p1 = {0};
+    gather_join(g, &p0); /* the daemon has just started: no epoch yet */
+    msg_collective m = allreduce(100);
+    gather_submit(g, &s0, 0, &p0, 1, reg0, reg0->base, &m);
+    const reply *r0 = await_reply(&s0, 1);
+    cr_assert_not_null(r0, "answered at its deadline, local rank 1 never came");
+    cr_assert_eq(r0->status, RINGD_ETIMEDOUT, "%s", r0->text);
+    gather_join(g, &p1);
+    ready();
+    cr_assert_eq(fe.n_jobs, 1, "handed over failed, so that every host fails it");
+    cr_assert_neq(fe.jobs[0]->preset_status, 0);
+    m = allreduce(60000);
+    gather_submit(g, &s1, 1, &p1, 1, reg1, reg1->base, &m);
+    const reply *r1 = reply_to(&s1, 1);
+    cr_assert_not_null(r1, "answered at once: the collective failed without it");
+    cr_assert_eq(r1->status, r0->status, "%s: %s", ringd_errname(r1->status), r1->text);
+    cr_assert_str_eq(r1->text, r0->text);
+    fe.jobs[0]->done(fe.jobs[0], fe.jobs[0]->preset_status, fe.jobs[0]->preset_message);
+    regions_clear(&set0);
+    regions_clear(&set1);
+}
