@@ -17,8 +17,10 @@
  * sum of two different steps, or of another set than the ring's, is found.
  * On RINGD_ERESIZED, and once at the start, the ranks sync: the largest
  * step wins, and the lowest rank at it broadcasts its model, so a process
- * that comes back catches up. Any other failure retries the step (every
- * rank saw the same outcome).
+ * that comes back catches up. So they do on RINGD_EMISMATCH: a host whose
+ * daemon restarted before the others closed over it comes back without a
+ * resize, and its new process's first sync meets their step. Any other
+ * failure retries the step (every rank saw the same outcome).
  *
  * LOG gets one line per event, each starting with CLOCK_REALTIME in ms:
  *   T ok STEP MASK SIZE RANK       a step ran on the processes of MASK
@@ -26,6 +28,17 @@
  *   T error CODE TEXT              another failure; the step is retried
  *   T sync STEP ROOT               synced to STEP from rank ROOT
  *   T done HASH                    all steps ran; HASH of the model
+ *   T call N RC TEXT               every call (a step's allreduce and each
+ *                                  of a sync's three calls): N counts this
+ *                                  process's calls from 0, RC is the ringd
+ *                                  code (0 or RINGD_E*, as a number), TEXT
+ *                                  ringd_last_error() or "ok"; logged before
+ *                                  the call's other line, so the ranks'
+ *                                  outcomes can be compared call by call
+ * With $ELASTIC_RANK_STOP set, the process stops at the step that file holds
+ * once it exists (when below STEPS): a test writes it, ahead of every rank's
+ * step, to end the run when its faults are over, and every rank stops at the
+ * same step.
  * Exit status: 0 done, 1 a wrong result (logged as "wrong ..."), 2 usage,
  * 3 the daemon went away, 4 past the deadline.
  */
@@ -45,6 +58,7 @@ static FILE *log_file;
 static ringd_client *c;
 static int64_t *buf, *p;
 static int64_t step;
+static int64_t calls;
 static int id;
 
 static int64_t now_ms(int clock)
@@ -65,6 +79,13 @@ static void note(const char *fmt, ...)
     fputc('\n', log_file);
     fflush(log_file);
     va_end(ap);
+}
+
+/* Logs the outcome of this process's next call and returns it. */
+static int logged(int rc)
+{
+    note("call %" PRId64 " %d %s", calls++, rc, rc < 0 ? ringd_last_error(c) : "ok");
+    return rc;
 }
 
 static int64_t grad(int h, int64_t s, int i)
@@ -96,19 +117,30 @@ static void failed(int rc)
         note("error %s %s", ringd_errname(rc), ringd_last_error(c));
 }
 
+/* Lowers *steps to the step in $ELASTIC_RANK_STOP, once that file exists. */
+static void read_stop(int64_t *steps)
+{
+    const char *path = getenv("ELASTIC_RANK_STOP");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f) return;
+    long long s;
+    if (fscanf(f, "%lld", &s) == 1 && s < *steps) *steps = s;
+    fclose(f);
+}
+
 /* Agrees with the other ranks on the step and the model. 0, or the code of
  * a failure (the caller syncs again). */
 static int sync_once(void)
 {
     buf[0] = step;
-    int rc = ringd_allreduce(c, buf, 1, RINGD_INT64, RINGD_MAX);
+    int rc = logged(ringd_allreduce(c, buf, 1, RINGD_INT64, RINGD_MAX));
     if (rc < 0) return rc;
     int64_t top = buf[0];
     buf[0] = step == top ? ringd_rank(c) : INT64_MAX;
-    if ((rc = ringd_allreduce(c, buf, 1, RINGD_INT64, RINGD_MIN)) < 0) return rc;
+    if ((rc = logged(ringd_allreduce(c, buf, 1, RINGD_INT64, RINGD_MIN))) < 0) return rc;
     int root = (int)buf[0];
     if (ringd_rank(c) == root) memcpy(buf, p, MODEL * sizeof *p);
-    if ((rc = ringd_broadcast(c, buf, MODEL, RINGD_INT64, root)) < 0) return rc;
+    if ((rc = logged(ringd_broadcast(c, buf, MODEL, RINGD_INT64, root))) < 0) return rc;
     memcpy(p, buf, MODEL * sizeof *p);
     step = top;
     note("sync %" PRId64 " %d", step, root);
@@ -129,7 +161,7 @@ static int train_step(void)
     buf[1] = step;
     for (int i = 2; i < ELEMS; i++)
         buf[i] = grad(id, step, i);
-    int rc = ringd_allreduce(c, buf, ELEMS, RINGD_INT64, RINGD_SUM);
+    int rc = logged(ringd_allreduce(c, buf, ELEMS, RINGD_INT64, RINGD_SUM));
     if (rc < 0) return rc;
     uint64_t mask = (uint64_t)buf[0];
     int size = ringd_size(c), members = __builtin_popcountll(mask);
@@ -185,14 +217,14 @@ int main(int argc, char **argv)
         return 3;
     }
     sync_all();
-    while (step < steps) {
+    while (read_stop(&steps), step < steps) {
         if (now_ms(CLOCK_MONOTONIC) > deadline) {
             note("deadline at step %" PRId64, step);
             return 4;
         }
         if ((rc = train_step()) < 0) {
             failed(rc);
-            if (rc == RINGD_ERESIZED) sync_all();
+            if (rc == RINGD_ERESIZED || rc == RINGD_EMISMATCH) sync_all();
             continue;
         }
         if (step_ms > 0) {
