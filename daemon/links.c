@@ -759,6 +759,11 @@ int links_join(links *l)
     return 0;
 }
 
+int links_left(const links *l)
+{
+    return l->left_ring;
+}
+
 const char *links_resize_why(const links *l)
 {
     return l->resize_why;

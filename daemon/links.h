@@ -172,6 +172,8 @@ typedef struct {
 } links_membership;
 
 void links_get_membership(const links *l, links_membership *out);
+/* Whether this host has left the ring (links_leave(), until links_join()). */
+int links_left(const links *l);
 /* The last resize, as the ring worded it ("" if none). */
 const char *links_resize_why(const links *l);
 

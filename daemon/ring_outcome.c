@@ -135,8 +135,9 @@ void ring_complete(ring *r)
         r->commit_due = 1;
         uv_idle_start(&r->commit, on_commit_due);
         confirm(r); /* this host may have been the last */
-    } else if (a->epoch < r->settled) {
-        /* Nothing more will settle it: ring_on_settle() already has. */
+    } else if (a->epoch < r->settled || (r->links && links_left(r->links))) {
+        /* Nothing more will settle it: ring_on_settle() already has, or
+         * this host has left the ring. */
         release_failed(r);
     }
 }
@@ -184,6 +185,17 @@ void ring_on_epoch(void *data, const links_event *ev)
         uint32_t in = old == r->ready_epoch ? old : 0;
         jobs_hold_waiting(&r->q, code, ev->why, uv_now(r->loop), JOBS_SETTLE_GRACE_MS, in, &next);
         if (r->watcher) r->watcher->reset(r->watcher_data);
+        if (links_left(r->links)) {
+            /* Out of the ring (ringctl leave), this host hears no lap until
+             * it joins again: what failed here goes back as it failed here,
+             * and what its ranks submitted since, saying so. */
+            release_failed(r);
+            job_verdict v = {.code = RINGD_ERING,
+                             .fail_seq = FRAME_NO_SEQ,
+                             .reason = "this host has left the ring (ringctl leave; ringctl join "
+                                       "takes it back)"};
+            notify_settled(r, &v);
+        }
     }
     ring_advance(r);
 }
