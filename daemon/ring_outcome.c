@@ -71,12 +71,31 @@ static uint64_t hold_until(const ring *r, const job *j)
     return (j->deadline > now ? j->deadline : now) + JOBS_SETTLE_GRACE_MS;
 }
 
+#define COMPLETED_UNKNOWN                                                                          \
+    "outcome unknown: this host completed it, but the ring broke before every host was known "     \
+    "to have; restart the training step from a checkpoint on every rank"
+
 /* Failed ones go back at once, in order, as long as no success is still
  * waiting for the ring's word before them. */
 static void release_failed(ring *r)
 {
     while (r->q.held && r->q.held->status != 0)
         jobs_release_first(&r->q);
+}
+
+/* This host has left the ring: no lap and no COMMIT reach it until it
+ * joins again, so everything held goes back now, a failure as it failed
+ * here, a success as one whose outcome it cannot know. */
+static void release_left(ring *r)
+{
+    while (r->q.held) {
+        if (r->q.held->status != 0) {
+            jobs_release_first(&r->q);
+        } else {
+            r->q.held->hold_deadline = 0;
+            jobs_expire_held(&r->q, 0, RINGD_ERING, COMPLETED_UNKNOWN, "");
+        }
+    }
 }
 
 /* Every held collective below the least count has completed on every host. */
@@ -135,11 +154,11 @@ void ring_complete(ring *r)
         r->commit_due = 1;
         uv_idle_start(&r->commit, on_commit_due);
         confirm(r); /* this host may have been the last */
-    } else if (a->epoch < r->settled || (r->links && links_left(r->links))) {
-        /* Nothing more will settle it: ring_on_settle() already has, or
-         * this host has left the ring. */
+    } else if (a->epoch < r->settled) {
+        /* Nothing more will settle it: ring_on_settle() already has. */
         release_failed(r);
     }
+    if (r->links && links_left(r->links)) release_left(r);
 }
 
 /* Tells the owner how the collectives it held for the engine ended. */
@@ -187,9 +206,9 @@ void ring_on_epoch(void *data, const links_event *ev)
         if (r->watcher) r->watcher->reset(r->watcher_data);
         if (links_left(r->links)) {
             /* Out of the ring (ringctl leave), this host hears no lap until
-             * it joins again: what failed here goes back as it failed here,
-             * and what its ranks submitted since, saying so. */
-            release_failed(r);
+             * it joins again: what it holds goes back now, and what its
+             * ranks submitted since, saying so. */
+            release_left(r);
             job_verdict v = {.code = RINGD_ERING,
                              .fail_seq = FRAME_NO_SEQ,
                              .reason = "this host has left the ring (ringctl leave; ringctl join "
@@ -406,10 +425,7 @@ void ring_on_tick(void *eng, uint64_t now)
     /* Held ones the ring never settled: a host that completed one cannot
      * tell whether every other host did, nor one that failed here how the
      * others ended it. */
-    jobs_expire_held(&r->q, now, RINGD_ERING,
-                     "outcome unknown: this host completed it, but the ring broke before "
-                     "every host was known to have; restart the training step from a "
-                     "checkpoint on every rank",
+    jobs_expire_held(&r->q, now, RINGD_ERING, COMPLETED_UNKNOWN,
                      "the ring did not settle it on every host in time; restart the training "
                      "step from a checkpoint on every rank");
     ring_advance(r);
