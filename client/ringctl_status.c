@@ -135,6 +135,18 @@ static void print_membership(const msg_status *st)
     }
 }
 
+/* The last reload: what it changed, or why it kept the running file. */
+static void print_reload(const msg_status *st)
+{
+    if (!st->reloads) return;
+    printf("last reload (");
+    put_duration(st->reload_age_ms);
+    printf(" ago, %" PRIu64 " since start): %s", st->reloads,
+           st->reload_refused ? "refused, running the configuration loaded before: " : "");
+    ringctl_put_text(st->reload_said);
+    putchar('\n');
+}
+
 static void print_status(const msg_status *st)
 {
     printf("cluster ");
@@ -207,6 +219,7 @@ static void print_status(const msg_status *st)
     printf(": ");
     ringctl_put_text(st->last_error[0] ? st->last_error : "-");
     putchar('\n');
+    print_reload(st);
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0. */
@@ -349,6 +362,15 @@ static void print_status_json(const msg_status *st)
         printf("%s%" PRIu64, i ? "," : "", st->done[i]);
     printf("]");
     print_membership_json(st);
+    printf(",\"reloads\":%" PRIu64 ",\"last_reload\":", st->reloads);
+    if (st->reloads) {
+        printf("{\"age_ms\":%" PRIu64 ",\"refused\":%s,\"said\":", st->reload_age_ms,
+               st->reload_refused ? "true" : "false");
+        put_json_string(st->reload_said);
+        putchar('}');
+    } else {
+        printf("null");
+    }
     printf("}\n");
 }
 

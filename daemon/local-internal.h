@@ -67,7 +67,8 @@ struct local {
     session **by_rank; /* local rank -> session */
     char (*left)[160]; /* local rank -> how its last process left, "" if none */
     uint64_t start_ms;
-    const rates *rates; /* for status; may be NULL */
+    const rates *rates;          /* for status; may be NULL */
+    const status_reload *reload; /* for status; may be NULL */
     int closing, open_handles;
     void (*done)(void *);
     void *done_data;

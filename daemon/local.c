@@ -624,6 +624,26 @@ void local_set_rates(local *l, const rates *rt)
     l->rates = rt;
 }
 
+void local_set_reload(local *l, const status_reload *rl)
+{
+    l->reload = rl;
+}
+
+int local_set_access(local *l, perm_policy *p, char *err, size_t errlen)
+{
+    if (l->listening) {
+        int rc = perm_apply(p, l->cfg->hosts[l->me].socket, err, errlen);
+        if (rc < 0) return rc;
+    }
+    perm_free(&l->perm);
+    l->perm = *p;
+    *p = (perm_policy){.group = (gid_t)-1};
+    log_info("local clients: socket mode %04o%s from now on", (unsigned)l->perm.mode,
+             l->perm.n_uids || l->perm.n_gids ? ", allowed_uids/allowed_gids checked"
+                                              : ", anyone who can open the socket");
+    return 0;
+}
+
 int local_clients(const local *l)
 {
     int n = 0;

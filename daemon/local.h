@@ -12,6 +12,8 @@
 #include "config/config.h"
 #include "rates.h"
 #include "engine.h"
+#include "perm.h"
+#include "status.h"
 
 typedef struct local local;
 
@@ -29,6 +31,16 @@ void local_close(local *l, int status, const char *message, void (*done)(void *)
 
 /* The payload rates that STATUS reports; rt (may be NULL) must outlive l. */
 void local_set_rates(local *l, const rates *rt);
+
+/* The last reload that STATUS reports; rl (may be NULL) must outlive l. */
+void local_set_reload(local *l, const status_reload *rl);
+
+/* A reload's socket_mode, socket_group, allowed_uids and allowed_gids: the
+ * socket file gets p's group and mode, and the next clients are checked
+ * against p. Those connected stay. On success l owns p's lists (*p is
+ * emptied); on failure (RINGD_EIO, a message in err) *p is still the
+ * caller's, and l keeps its policy. */
+int local_set_access(local *l, perm_policy *p, char *err, size_t errlen);
 
 /* Local ranks connected now. */
 int local_clients(const local *l);

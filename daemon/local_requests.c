@@ -186,7 +186,7 @@ static int do_status(session *s, const msg_status_req *m)
     msg_status st;
     uint64_t now = uv_now(l->loop);
     status_collect(&snap, l->cfg, l->me, l->engine, local_clients(l), now, now - l->start_ms,
-                   l->rates);
+                   l->rates, l->reload);
     status_message(&snap, m->id, &st);
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     session_queue(s, buf, msg_encode_status(buf, sizeof buf, &st));

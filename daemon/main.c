@@ -26,6 +26,8 @@
 #include "notify.h"
 #include "rates.h"
 #include "engine.h"
+#include "perm.h"
+#include "reload.h"
 #include "status.h"
 #include "ringd.h"
 
@@ -41,6 +43,7 @@ typedef struct {
     local *local;
     metrics *metrics;
     rates rates;
+    status_reload reload; /* the last reload, for status */
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t second; /* rates and systemd STATUS= */
     uv_timer_t leaving; /* stopping: the ring hears this host leaves, then it closes */
@@ -160,6 +163,7 @@ static int start_engine(daemon_state *d, char *err, size_t errlen)
         return rc;
     }
     local_set_rates(d->local, &d->rates);
+    local_set_reload(d->local, &d->reload);
     d->started_ms = uv_now(d->loop);
     if (local_start(d->local, err, errlen) < 0 || engine_start(d->engine, err, errlen) < 0)
         return RINGD_EIO;
@@ -177,7 +181,8 @@ static void collect(void *data, status_snapshot *s)
     int between = !d->engine || !d->local; /* between two engines of a reload */
     uint64_t now = uv_now(d->loop);
     status_collect(s, &d->config, d->me, between ? NULL : d->engine,
-                   between ? 0 : local_clients(d->local), now, now - d->started_ms, &d->rates);
+                   between ? 0 : local_clients(d->local), now, now - d->started_ms, &d->rates,
+                   &d->reload);
 }
 
 static void start_metrics(daemon_state *d)
@@ -232,73 +237,60 @@ static void on_second(uv_timer_t *t)
 
 /* ---- reload (SIGHUP) ---- */
 
-static int same_ring(const cfg *a, int a_me, const cfg *b, int b_me)
-{
-    if (a_me != b_me || a->n_hosts != b->n_hosts || strcmp(a->cluster, b->cluster) != 0 ||
-        a->streams != b->streams || a->encryption != b->encryption)
-        return 0;
-    for (size_t i = 0; i < a->n_hosts; i++) {
-        const cfg_host *x = &a->hosts[i], *y = &b->hosts[i];
-        if (strcmp(x->name, y->name) || strcmp(x->address, y->address) ||
-            strcmp(x->socket, y->socket) || x->local_clients != y->local_clients)
-            return 0;
-    }
-    return 1;
-}
-
 static void set_log_level(daemon_state *d, cfg_log_level level)
 {
     if (!d->level_from_cli) log_level = (log_level_e)level;
 }
 
-/* The keys the ring and links read each time they need them: copying them
- * into the running config is enough to apply them. */
-static void apply_tuning(daemon_state *d, const cfg *n)
+/* What the last reload did, for ringctl status and the metrics. */
+static void record_reload(daemon_state *d, int refused, const char *said)
 {
-    cfg *c = &d->config;
-#define TUNE(field, key)                                                                           \
-    do {                                                                                           \
-        if (c->field != n->field) {                                                                \
-            log_info("reload: %s %llu -> %llu", key, (unsigned long long)c->field,                 \
-                     (unsigned long long)n->field);                                                \
-            c->field = n->field;                                                                   \
-        }                                                                                          \
-    } while (0)
-    TUNE(segment_bytes, "segment_size");
-    TUNE(max_buffer_bytes, "max_buffer");
-    TUNE(collective_timeout_ms, "collective_timeout (ms)");
-    TUNE(connect_timeout_ms, "connect_timeout (ms)");
-    TUNE(backoff_initial_ms, "backoff_initial (ms)");
-    TUNE(backoff_max_ms, "backoff_max (ms)");
-    TUNE(socket_buffer_bytes, "socket_buffer (next connections)");
-    TUNE(fusion_threshold_bytes, "fusion_threshold");
-    TUNE(fusion_max, "fusion_max");
-    TUNE(log_level, "log_level");
-    TUNE(heartbeat_interval_ms, "heartbeat_interval (ms)");
-    TUNE(heartbeat_timeout_ms, "heartbeat_timeout (ms)");
-    TUNE(checksum, "checksum (1 crc32c, 0 none)");
-    TUNE(wire_dtype, "wire_dtype (0 none, 1 bfloat16, 2 float16)");
-    TUNE(evict_after_ms, "evict_after (ms)");
-    TUNE(min_hosts, "min_hosts");
-#undef TUNE
-    set_log_level(d, c->log_level);
+    d->reload.count++;
+    d->reload.at_ms = uv_now(d->loop);
+    d->reload.refused = refused;
+    snprintf(d->reload.said, sizeof d->reload.said, "%s", said);
 }
 
-/* Swaps in the metrics address of n (n then owns the old one) and restarts
- * the endpoint if it changed. */
-static void apply_metrics(daemon_state *d, cfg *n)
+static void refuse_reload(daemon_state *d, const char *why)
 {
-    char **mine = &d->config.hosts[d->me].metrics, **next = &n->hosts[d->me].metrics;
-    const char *a = *mine, *b = *next;
-    int same = (!a && !b) || (a && b && strcmp(a, b) == 0);
-    char *old = *mine;
-    *mine = *next;
-    *next = old;
-    if (same) return;
-    log_info("reload: metrics %s -> %s", a ? a : "off", b ? b : "off");
+    log_error("reload: %s; keeping the running configuration", why);
+    record_reload(d, 1, why);
+    notify_ready();
+}
+
+/* Restarts the metrics endpoint if this host's address is no longer old. */
+static void apply_metrics(daemon_state *d, const char *old)
+{
+    const char *now = d->config.hosts[d->me].metrics;
+    if ((!old && !now) || (old && now && strcmp(old, now) == 0)) return;
     if (d->metrics) metrics_close(d->metrics, NULL, NULL);
     d->metrics = NULL;
     start_metrics(d);
+}
+
+/* A reload that keeps the ring: every change applies in place. */
+static void apply_in_place(daemon_state *d, cfg *n, const reload_plan *plan, perm_policy *access)
+{
+    char err[1024];
+    if (plan->access && d->local && local_set_access(d->local, access, err, sizeof err) < 0) {
+        refuse_reload(d, err);
+        return;
+    }
+    char *old_metrics =
+        d->config.hosts[d->me].metrics ? strdup(d->config.hosts[d->me].metrics) : NULL;
+    reload_apply(&d->config, d->me, n);
+    for (int i = 0; i < plan->n; i++) {
+        const reload_change *c = &plan->changes[i];
+        log_info("reload: %s %s -> %s", c->key, c->from, c->to);
+    }
+    set_log_level(d, d->config.log_level);
+    apply_metrics(d, old_metrics);
+    free(old_metrics);
+    char said[MSG_MAX_REASON + 1];
+    reload_describe(plan, -1, said, sizeof said);
+    record_reload(d, 0, plan->n ? said : "nothing changed");
+    log_info("reload: done, the ring is unchanged");
+    notify_ready();
 }
 
 static void on_reform_local_closed(void *data)
@@ -347,23 +339,24 @@ static void on_reform_engine_closed(void *data)
 static void reload(daemon_state *d)
 {
     if (d->stopping || d->reforming) {
-        log_warn("reload: ignored, %s", d->stopping ? "stopping" : "still re-forming the ring");
+        const char *why = d->stopping ? "ignored, stopping" : "ignored, still re-forming the ring";
+        log_warn("reload: %s", why);
+        record_reload(d, 1, why);
         return;
     }
     notify_reloading();
     char err[1024];
     cfg n;
     if (cfg_load(d->config_path, &n, err, sizeof err) < 0) {
-        log_error("reload: %s; keeping the running configuration", err);
-        notify_ready();
+        refuse_reload(d, err);
         return;
     }
     int me = cfg_host_index(&n, d->host_name);
     if (me < 0) {
-        log_error("reload: %s: no host named \"%s\" in hosts; keeping the running configuration",
-                  d->config_path, d->host_name);
+        snprintf(err, sizeof err, "%s: no host named \"%s\" in hosts", d->config_path,
+                 d->host_name);
+        refuse_reload(d, err);
         cfg_free(&n);
-        notify_ready();
         return;
     }
     /* The key file is read again: a new key (or none) re-forms the ring,
@@ -371,27 +364,40 @@ static void reload(daemon_state *d)
     auth_key key;
     int has_key = n.secret_file != NULL;
     if (has_key && auth_load_key(n.secret_file, &key, err, sizeof err) < 0) {
-        log_error("reload: %s; keeping the running configuration", err);
+        refuse_reload(d, err);
         cfg_free(&n);
-        notify_ready();
+        return;
+    }
+    /* Names of users and groups are resolved now, so that a file naming
+     * one this host lacks is refused whole, before anything changed. */
+    perm_policy access;
+    if (perm_resolve(&access, &n, err, sizeof err) < 0) {
+        refuse_reload(d, err);
+        perm_free(&access);
+        cfg_free(&n);
         return;
     }
     int same_key =
         has_key == d->has_key &&
         (!has_key || (key.len == d->key.len && memcmp(key.bytes, d->key.bytes, key.len) == 0));
-    if (same_key && same_ring(&d->config, d->me, &n, me)) {
-        apply_tuning(d, &n);
-        apply_metrics(d, &n);
+    reload_plan plan;
+    reload_diff(&d->config, d->me, &n, me, !same_key, &plan);
+    if (!plan.reform) {
+        apply_in_place(d, &n, &plan, &access);
+        perm_free(&access);
         cfg_free(&n);
-        log_info("reload: done, the ring is unchanged");
-        notify_ready();
         return;
     }
+    perm_free(&access);
     /* Links and ring point into the running config: it is replaced only
      * once they are gone. The metrics endpoint restarts with the new one. */
-    log_warn("reload: the %s changed: re-forming the ring (collectives in flight fail, "
-             "clients must reconnect)",
-             same_key ? "hosts" : "cluster key");
+    char what[MSG_MAX_REASON + 1], said[MSG_MAX_REASON + 1];
+    reload_describe(&plan, RELOAD_REFORM, what, sizeof what);
+    log_warn("reload: %s: re-forming the ring (collectives in flight fail, clients must "
+             "reconnect)",
+             what);
+    reload_describe(&plan, -1, said, sizeof said);
+    record_reload(d, 0, said);
     d->next_has_key = has_key;
     if (has_key) d->next_key = key;
     if (d->metrics) metrics_close(d->metrics, NULL, NULL);

@@ -131,6 +131,12 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
          "Times the ring's membership changed: a host closed over, or taken back.");
     put(&o, "ringd_resizes_total %llu\n",
         (unsigned long long)(s->view.hosts ? s->members.resizes : 0));
+    head(&o, "ringd_config_reloads_total", "counter",
+         "Reloads (SIGHUP) since the daemon started, refused ones too.");
+    put(&o, "ringd_config_reloads_total %llu\n", (unsigned long long)s->reload.count);
+    head(&o, "ringd_config_last_reload_successful", "gauge",
+         "0 if the last reload was refused and the daemon runs the configuration loaded before.");
+    put(&o, "ringd_config_last_reload_successful %d\n", !s->reload.refused);
     head(&o, "ringd_clients", "gauge", "Local ranks connected.");
     put(&o, "ringd_clients %d\n", s->clients);
     head(&o, "ringd_clients_configured", "gauge", "local_clients configured for this host.");

@@ -117,6 +117,11 @@ int perm_bind(const perm_policy *p, int fd, const char *path, char *err, size_t 
                  strerror(e));
         return RINGD_EIO;
     }
+    return perm_apply(p, path, err, errlen);
+}
+
+int perm_apply(const perm_policy *p, const char *path, char *err, size_t errlen)
+{
     if (p->group != (gid_t)-1 && chown(path, (uid_t)-1, p->group) < 0) {
         snprintf(err, errlen, "cannot give socket %s to group %u (socket_group): %s", path,
                  (unsigned)p->group, strerror(errno));

@@ -40,6 +40,10 @@ void perm_free(perm_policy *p);
  * mode. Returns 0 or RINGD_EIO with a message in err. */
 int perm_bind(const perm_policy *p, int fd, const char *path, char *err, size_t errlen);
 
+/* Gives the socket file at path p's group and mode (perm_bind() does, and a
+ * reload that changes them). Returns 0 or RINGD_EIO with a message in err. */
+int perm_apply(const perm_policy *p, const char *path, char *err, size_t errlen);
+
 /* Whether the peer of the connected socket fd may use the daemon: 1 if so,
  * 0 if not (why says who it is and why not), RINGD_EIO if its credentials
  * cannot be read. *pid, *uid and *gid get the peer's credentials. */

@@ -33,7 +33,7 @@ static uint64_t age(uint64_t now, uint64_t then)
 }
 
 void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, int clients,
-                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt)
+                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt, const status_reload *rl)
 {
     int n = (int)c->n_hosts;
     memset(s, 0, sizeof *s);
@@ -50,6 +50,7 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
     s->last_error_age_ms = MSG_NO_AGE;
     s->now_ms = now_ms;
     if (rt) rates_get(rt, &s->rate_in, &s->rate_out);
+    if (rl) s->reload = *rl;
     if (!e) return;
     engine_get_stats(e, &s->eng);
     engine_get_view(e, &s->view);
@@ -122,6 +123,12 @@ void status_message(const status_snapshot *s, uint64_t id, msg_status *out)
     snprintf(out->right_reason, sizeof out->right_reason, "%.*s", MSG_MAX_REASON, e->right.error);
     snprintf(out->waiting, sizeof out->waiting, "%s", e->waiting);
     membership(s, out);
+    if (s->reload.count) {
+        out->reloads = s->reload.count;
+        out->reload_age_ms = age(s->now_ms, s->reload.at_ms);
+        out->reload_refused = (uint8_t)s->reload.refused;
+        snprintf(out->reload_said, sizeof out->reload_said, "%s", s->reload.said);
+    }
     out->n_done = (uint8_t)(e->n_done < MSG_MAX_DONE ? e->n_done : MSG_MAX_DONE);
     memcpy(out->done, e->done, out->n_done * sizeof *out->done);
     snprintf(out->cluster, sizeof out->cluster, "%s", s->cluster);

@@ -13,6 +13,14 @@
 #include "proto/msg.h"
 #include "rates.h"
 
+/* The last reload (SIGHUP), as main.c records it. */
+typedef struct {
+    uint64_t count;                /* reloads since the daemon started, refused ones too */
+    uint64_t at_ms;                /* uv_now() of the last */
+    int refused;                   /* the last kept the running configuration */
+    char said[MSG_MAX_REASON + 1]; /* what it changed, or why it was refused */
+} status_reload;
+
 typedef struct {
     const char *cluster, *host, *left, *right; /* names */
     const cfg_host *hosts;                     /* every host, ring order */
@@ -28,6 +36,7 @@ typedef struct {
     engine_view view;           /* who is in the ring (view.hosts NULL between engines) */
     links_membership members;   /* the same as the links know it, with who is out since when */
     uint64_t now_ms;
+    status_reload reload;
 } status_snapshot;
 
 /* Hosts in the ring: all configured, or an elastic ring's members. */
@@ -35,9 +44,10 @@ int status_live_hosts(const status_snapshot *s);
 
 /* Takes the snapshot of host me of c at now_ms (uv_now()): e (NULL between
  * two engines) runs its collectives, clients ranks are connected, the
- * engine has run uptime_ms, rt (may be NULL) has the rates. */
+ * engine has run uptime_ms, rt (may be NULL) has the rates, rl (may be
+ * NULL) the last reload. */
 void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, int clients,
-                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt);
+                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt, const status_reload *rl);
 
 /* The state of a link as the STATUS message and the metrics name it. */
 msg_link_state status_link_state(const engine_link *l);

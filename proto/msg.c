@@ -18,10 +18,12 @@ _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fram
 #define STATUS_MAX_BODY                                                                            \
     (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 +                                         \
      (40 + 2 + MSG_MAX_NAME) * MSG_MAX_RECENT + 2 * (2 + MSG_MAX_REASON) + 32 + 2 +                \
-     MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE + STATUS_MEMBERS_MAX)
+     MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE + STATUS_MEMBERS_MAX + STATUS_RELOAD_MAX)
 /* The membership block: five counters and left_ring, resize_why, the out
  * ages and the host names. */
 #define STATUS_MEMBERS_MAX (29 + 2 + MSG_MAX_REASON + 1 + 8 * MSG_MAX_DONE + 2 + MSG_MAX_TEXT)
+/* The reload block: two counters, refused, reload_said. */
+#define STATUS_RELOAD_MAX (17 + 2 + MSG_MAX_REASON)
 _Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
 _Static_assert(12 + 2 + MSG_MAX_TEXT + 12 <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
 
@@ -377,7 +379,7 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
     wr_u8(&w, nd);
     for (uint8_t i = 0; i < nd; i++)
         wr_u64(&w, m->done[i]);
-    if (m->n_live > 0) {
+    if (m->n_live > 0 || m->reloads > 0) {
         wr_u32(&w, m->members_epoch);
         wr_u32(&w, m->min_hosts);
         wr_u32(&w, m->n_live);
@@ -390,6 +392,12 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
         for (uint8_t i = 0; i < no; i++)
             wr_u64(&w, m->out_age_ms[i]);
         wr_str(&w, m->hosts, MSG_MAX_TEXT);
+    }
+    if (m->reloads > 0) {
+        wr_u64(&w, m->reloads);
+        wr_u64(&w, m->reload_age_ms);
+        wr_u8(&w, m->reload_refused);
+        wr_str(&w, m->reload_said, MSG_MAX_REASON);
     }
     return finish(&w, MSG_STATUS);
 }
@@ -457,13 +465,16 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
     out->left_ring = 0;
     out->resize_why[0] = out->hosts[0] = '\0';
     out->n_out = 0;
+    out->reloads = out->reload_age_ms = 0;
+    out->reload_refused = 0;
+    out->reload_said[0] = '\0';
     /* The membership block, absent from an older daemon and when this one
-     * does not report membership (n_live 0 is never sent). */
-    if (!r.bad && r.left > 0) {
+     * reports neither membership nor a reload (n_live 0: no membership). */
+    int saw_members = !r.bad && r.left > 0;
+    if (saw_members) {
         out->members_epoch = rd_u32(&r);
         out->min_hosts = rd_u32(&r);
         out->n_live = rd_u32(&r);
-        if (out->n_live == 0) r.bad = 1;
         out->live = rd_u64(&r);
         out->resizes = rd_u64(&r);
         out->left_ring = rd_u8(&r);
@@ -476,6 +487,18 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
         for (uint8_t i = 0; i < out->n_out; i++)
             out->out_age_ms[i] = rd_u64(&r);
         rd_str(&r, out->hosts, MSG_MAX_TEXT);
+    }
+    /* The reload block, after a membership block. One body has one
+     * decoding: a membership block with n_live 0 is sent only before a
+     * reload block, which is never sent with reloads 0. */
+    if (!r.bad && r.left > 0) {
+        out->reloads = rd_u64(&r);
+        if (out->reloads == 0) r.bad = 1;
+        out->reload_age_ms = rd_u64(&r);
+        out->reload_refused = rd_u8(&r);
+        rd_str(&r, out->reload_said, MSG_MAX_REASON);
+    } else if (!r.bad && saw_members && out->n_live == 0) {
+        r.bad = 1;
     }
     return done(&r);
 }

@@ -196,9 +196,10 @@ typedef struct {
     char waiting[MSG_MAX_WAITING + 1];  /* not ready: what the ring waits for */
     uint8_t n_done;                     /* hosts in done, 0..MSG_MAX_DONE */
     uint64_t done[MSG_MAX_DONE];        /* collectives each host completed in the epoch */
-    /* Membership of an elastic ring, a trailing block on the wire only when
-     * n_live > 0; a body without it (an older daemon) decodes with these 0
-     * and "", and n_live 0 means "the daemon does not report membership". */
+    /* Membership of an elastic ring, a trailing block on the wire when
+     * n_live > 0 or a reload block follows; a body without it (an older
+     * daemon) decodes with these 0 and "", and n_live 0 means "the daemon
+     * does not report membership". */
     uint32_t members_epoch;              /* the epoch the membership was agreed in */
     uint32_t min_hosts;                  /* the ring runs with no fewer hosts */
     uint32_t n_live;                     /* hosts in the ring */
@@ -210,6 +211,13 @@ typedef struct {
     uint64_t out_age_ms[MSG_MAX_DONE];   /* per configured host: ms since it went out
                                             of the ring, MSG_NO_AGE while in it */
     char hosts[MSG_MAX_TEXT + 1];        /* configured host names, one space apart */
+    /* The last reload (SIGHUP), a trailing block after the membership one
+     * (which is then sent with n_live 0 if the ring is not elastic) only
+     * when reloads > 0. */
+    uint64_t reloads;                     /* since the daemon started, refused ones too */
+    uint64_t reload_age_ms;               /* since the last */
+    uint8_t reload_refused;               /* it kept the running configuration */
+    char reload_said[MSG_MAX_REASON + 1]; /* what it changed, or why it was refused */
 } msg_status;
 
 /* Decoder and encoder errors: the meanings of frame_err, in a range of their

@@ -4,16 +4,17 @@ config_keys() reads the key tables of config/config.c (what the parser
 accepts). reload_classes(doc) reads what a document says a reload does with
 each key: the README's "### Reload" section, the SIGHUP paragraph of
 ringd(8), or the "# Reloading" comment of deploy/ringd.example.yaml. Each
-names the keys in three lists, each after a colon that follows its marker
-("at once", "re-form" for the ring, "next start"), separated by commas or
-"and", ended by a full stop or a semicolon; remarks go in parentheses.
+names the keys in two lists, each after a colon that follows its marker
+("at once", "re-form" for the ring), separated by commas or "and", ended by
+a full stop or a semicolon; remarks go in parentheses. No key waits for a
+restart.
 """
 import os
 import re
 
 SOURCE = os.environ.get("RINGD_SOURCE_DIR",
                         os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-CLASSES = ("at once", "re-form", "next start")
+CLASSES = ("at once", "re-form")
 
 
 def path(rel):

@@ -146,6 +146,30 @@ Test(ringctl, status_describes_the_ring_in_words_as_an_observer)
     cr_assert_eq(F.types[0], MSG_STATUS_REQ);
 }
 
+Test(ringctl, status_says_what_the_last_reload_changed_or_why_it_was_refused)
+{
+    demo_status();
+    F.status.reloads = 2;
+    F.status.reload_age_ms = 5000;
+    snprintf(F.status.reload_said, sizeof F.status.reload_said, "segment_size 256KiB -> 1MiB");
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(
+        strstr(out, "last reload (5s ago, 2 since start): segment_size 256KiB -> 1MiB\n"), "%s",
+        out);
+    F.status.reload_refused = 1;
+    snprintf(F.status.reload_said, sizeof F.status.reload_said,
+             "/etc/ringd/ringd.yaml:3:1: hosts: expected a list");
+    cr_assert_eq(ringctl("--socket", F.path, "status", "--json", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, ",\"reloads\":2,\"last_reload\":{\"age_ms\":5000,"
+                                   "\"refused\":true,\"said\":\"/etc/ringd/ringd.yaml:3:1: "
+                                   "hosts: expected a list\"}}\n"),
+                       "%s", out);
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "last reload (5s ago, 2 since start): refused, running the "
+                                   "configuration loaded before: /etc/ringd/ringd.yaml:3:1: "),
+                       "%s", out);
+}
+
 Test(ringctl, status_shows_links_that_are_down_and_the_last_error)
 {
     demo_status();
@@ -204,7 +228,8 @@ Test(ringctl, status_json_has_every_field_with_strings_escaped)
                      "\"right_age_ms\":61500,\"last_error_age_ms\":null,\"next_seq\":12,"
                      "\"waiting\":\"\",\"done\":[12,12,12,12],\"members_epoch\":0,"
                      "\"min_hosts\":0,\"resizes\":0,\"left_ring\":false,\"last_resize\":\"\","
-                     "\"live_hosts\":null,\"out_hosts\":null}\n");
+                     "\"live_hosts\":null,\"out_hosts\":null,\"reloads\":0,"
+                     "\"last_reload\":null}\n");
 }
 
 /* demo_status() as an elastic ring of five hosts, d out of it for 12 s. */
@@ -274,7 +299,7 @@ Test(ringctl, status_json_lists_the_hosts_in_and_out_of_the_ring)
                               "\"left_ring\":false,\"last_resize\":\"ring resized to 4 "
                               "hosts (4 ranks): d unreachable for 10 s\",\"live_hosts\":[\"a\","
                               "\"b\",\"c\",\"e\"],\"out_hosts\":[{\"name\":\"d\","
-                              "\"out_s\":12.000}]}\n"),
+                              "\"out_s\":12.000}],\"reloads\":0,\"last_reload\":null}\n"),
                        "%s", out);
 }
 

@@ -108,3 +108,17 @@ Test(metrics, an_elastic_ring_shows_its_hosts_in_and_out_and_its_resizes)
     cr_assert_not_null(strstr(buf, "ringd_host_in_ring{host=\"c\"} 0\n"));
     cr_assert_not_null(strstr(buf, "ringd_resizes_total 2\n"));
 }
+
+Test(metrics, a_refused_reload_shows_as_an_unsuccessful_last_reload)
+{
+    status_snapshot s = sample();
+    static char buf[65536];
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "ringd_config_reloads_total 0\n"));
+    cr_assert_not_null(strstr(buf, "ringd_config_last_reload_successful 1\n"),
+                       "none yet: no failure");
+    s.reload = (status_reload){.count = 3, .refused = 1};
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "ringd_config_reloads_total 3\n"));
+    cr_assert_not_null(strstr(buf, "ringd_config_last_reload_successful 0\n"));
+}

@@ -606,6 +606,50 @@ Test(access, allowed_uids_and_gids_refuse_other_processes_with_eperm_and_a_log_l
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
+/* Rewrites the running config with from replaced by to, reloads the
+ * daemon and waits for it to log `logged`. */
+static void reload_with(const char *from, const char *to, const char *logged)
+{
+    char path[PATH_MAX];
+    cr_assert_eq(harness_config_variant(&H, "ringd.yaml", from, to, path, sizeof path), 0, "%s",
+                 H.err);
+    cr_assert_str_eq(path, H.config);
+    harness_signal(&H, 0, SIGHUP);
+    cr_assert_eq(harness_wait_log(&H, 0, logged, 20000), 0, "%s", H.err);
+}
+
+Test(access, a_reload_applies_allowed_uids_and_socket_mode_to_the_next_clients_at_once)
+{
+    /* Two local ranks: one stays connected across the reloads. */
+    cr_assert_eq(harness_init_local(&H, 1, 2, "socket_mode: \"0666\"\nallowed_uids: [1234]\n"), 0,
+                 "%s", H.err);
+    cr_assert_eq(chmod(H.dir, 0711), 0, "chmod %s: %s", H.dir, strerror(errno));
+    cr_assert_eq(harness_start(&H, harness_seed("access reload"), 0), 0, "%s", H.err);
+    const char *sock = H.d[0].socket;
+    char msg[1024];
+    ringd_client *kept;
+    cr_assert_eq(ringd_connect(sock, &kept), 0, "%s", ringd_last_error(NULL));
+    cr_assert_eq(connect_as(sock, 5555, 5555, -1, msg, sizeof msg), RINGD_EPERM, "%s", msg);
+
+    reload_with("allowed_uids: [1234]", "allowed_uids: [1234, 5555]", "reload: allowed_uids");
+    cr_assert_eq(connect_as(sock, 5555, 5555, -1, msg, sizeof msg), 0, "%s", msg);
+    cr_assert_eq(count_in_log(&H.d[0], "re-forming"), 0, "a change of access re-formed the ring");
+
+    /* Owner-only: a user the list allows cannot even open the file now. */
+    reload_with("socket_mode: \"0666\"", "socket_mode: \"0600\"", "reload: socket_mode");
+    struct stat st;
+    cr_assert_eq(stat(sock, &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0600, "mode %04o", (unsigned)(st.st_mode & 07777));
+    cr_assert_eq(connect_as(sock, 1234, 1234, -1, msg, sizeof msg), RINGD_ECONNECT, "%s", msg);
+
+    /* The session that was connected before both reloads still answers. */
+    ringd_membership_info info;
+    cr_assert_eq(ringd_membership(kept, &info), 0, "%s", ringd_last_error(kept));
+    cr_assert_eq(info.size, 2);
+    ringd_close(kept);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
 /* Runs ringd on H's config and returns its exit status, stderr in err. */
 static int run_ringd(char *err, size_t len)
 {

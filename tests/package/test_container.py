@@ -175,7 +175,7 @@ def test_systemctl_reload_re_reads_the_file_in_the_same_process(ring):
     a.run("systemctl reload ringd")
     assert mainpid(a) == pid and show(a, "ActiveState") == "active"
     wait_for("reload logged", lambda: "reload: done" in journal(a))
-    assert "collective_timeout (ms) 60000 -> 45000" in journal(a)
+    assert "reload: collective_timeout 60s -> 45s" in journal(a)
 
 
 def test_the_watchdog_is_fed_and_a_frozen_daemon_is_killed_and_restarted(ring):

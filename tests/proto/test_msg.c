@@ -268,6 +268,20 @@ static any_msg sample_elastic(void)
 /* STATUS's membership block at its longest: five counters and left_ring,
  * resize_why, the out ages and the host names. */
 #define STATUS_MEMBERS (29 + 2 + MSG_MAX_REASON + 1 + 8 * MSG_MAX_DONE + 2 + MSG_MAX_TEXT)
+#define STATUS_RELOAD (17 + 2 + MSG_MAX_REASON)
+
+/* A daemon whose ring is not elastic, reloaded (refused the last time). */
+static any_msg sample_reloaded(void)
+{
+    any_msg m = sample(MSG_STATUS);
+
+    m.status.reloads = 0x0102030405060708u;
+    m.status.reload_age_ms = 0x1112131415161718u;
+    m.status.reload_refused = 1;
+    snprintf(m.status.reload_said, sizeof m.status.reload_said,
+             "ringd.yaml:3:1: hosts: expected a list");
+    return m;
+}
 
 /* Encodes in, checks its header and decodes it back into out. */
 static int round_trip(int type, const any_msg *in, any_msg *out)
@@ -636,6 +650,63 @@ Test(msg, status_rejects_a_membership_block_with_no_live_host)
 
     memset(buf + n - STATUS_MEMBERS + 8, 0, 4); /* n_live 0 is sent as no block */
     cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+}
+
+Test(msg, status_of_a_reloaded_daemon_carries_its_last_reload_after_an_empty_membership_block)
+{
+    any_msg in = sample_reloaded(), out;
+    const msg_status *a = &in.status, *b = &out.status;
+
+    any_msg plain = sample(MSG_STATUS);
+    uint8_t buf[MSG_BUF];
+    int n = msg_encode_status(buf, sizeof buf, &plain.status);
+
+    /* An empty membership block (34 bytes: no reason, no ages, no names),
+     * then the reload block. */
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out),
+                 n + 34 + STATUS_RELOAD - MSG_MAX_REASON + (int)strlen(a->reload_said));
+    cr_assert_eq(b->n_live, 0, "no membership: the ring is not elastic");
+    cr_assert_eq(b->reloads, a->reloads);
+    cr_assert_eq(b->reload_age_ms, a->reload_age_ms);
+    cr_assert_eq(b->reload_refused, 1);
+    cr_assert_str_eq(b->reload_said, a->reload_said);
+}
+
+Test(msg, status_of_an_elastic_ring_carries_membership_and_the_last_reload)
+{
+    any_msg in = sample_elastic(), out;
+    in.status.reloads = 2;
+    in.status.reload_age_ms = 1500;
+    snprintf(in.status.reload_said, sizeof in.status.reload_said, "segment_size 256KiB -> 1MiB");
+
+    round_trip(MSG_STATUS, &in, &out);
+    cr_assert_eq(out.status.n_live, in.status.n_live);
+    cr_assert_str_eq(out.status.hosts, in.status.hosts);
+    cr_assert_eq(out.status.reloads, 2);
+    cr_assert_eq(out.status.reload_age_ms, 1500);
+    cr_assert_eq(out.status.reload_refused, 0);
+    cr_assert_str_eq(out.status.reload_said, "segment_size 256KiB -> 1MiB");
+}
+
+Test(msg, status_rejects_a_reload_block_cut_short_or_with_no_reload)
+{
+    any_msg in = sample_reloaded(), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
+
+    uint32_t block = STATUS_RELOAD - MSG_MAX_REASON + (uint32_t)strlen(in.status.reload_said);
+
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    /* Without the whole reload block the empty membership block is alone. */
+    for (uint32_t cut = 1; cut <= block; cut++) {
+        msg_header c = h;
+        c.length -= cut;
+        cr_assert_eq(decode_exact(&c, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED,
+                     "block cut by %u bytes", cut);
+    }
+    memset(buf + n - block, 0, 8); /* reloads 0 is sent as no block */
     cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
 }
 

@@ -258,7 +258,7 @@ def test_sighup_applies_a_tuning_key_live(ring_factory):
     ring.write(0, extra="collective_timeout: 300ms")
     ring.procs[0].send_signal(signal.SIGHUP)
     wait_for("reload logged", lambda: "reload: done" in ring.logtext(0))
-    assert "collective_timeout (ms) 60000 -> 300" in ring.logtext(0)
+    assert "reload: collective_timeout 60s -> 300ms" in ring.logtext(0)
     t = time.monotonic()
     r = ring.ringctl(0, "barrier", "--iters", "1", "--warmup", "0", timeout=30)
     assert r.returncode == 1 and "timed out" in r.stderr, r.stderr
@@ -274,7 +274,30 @@ def test_sighup_with_an_invalid_config_keeps_the_running_one(ring_factory):
     ring.procs[0].send_signal(signal.SIGHUP)
     wait_for("refusal logged", lambda: "keeping the running configuration" in ring.logtext(0))
     assert ring.procs[0].poll() is None
-    assert ring.status(0)["n_hosts"] == 1
+    st = ring.status(0)
+    assert st["n_hosts"] == 1
+    # ringctl status says the file was refused, where, and that the old one runs.
+    assert st["reloads"] == 1 and st["last_reload"]["refused"], st["last_reload"]
+    assert ring.conf(0) in st["last_reload"]["said"], st["last_reload"]
+    r = ring.ringctl(0, "status")
+    assert "last reload (" in r.stdout and "refused, running the configuration loaded before: " \
+        in r.stdout, r.stdout
+
+
+def test_sighup_naming_a_group_this_host_lacks_changes_nothing(ring_factory):
+    ring = ring_factory(1)
+    ring.start(0)
+    ring.wait_socket(0)
+    mode = os.stat(ring.sock(0)).st_mode & 0o7777
+    # A valid file whose socket_mode would apply at once, but whose group
+    # does not exist here: refused whole, the mode unchanged.
+    ring.write(0, extra='socket_mode: "0600"\nsocket_group: no-such-group-ringd')
+    ring.procs[0].send_signal(signal.SIGHUP)
+    wait_for("refusal logged", lambda: "keeping the running configuration" in ring.logtext(0))
+    assert "socket_group" in ring.logtext(0) and "reload: socket_mode" not in ring.logtext(0)
+    assert os.stat(ring.sock(0)).st_mode & 0o7777 == mode
+    st = ring.status(0)["last_reload"]
+    assert st["refused"] and "no-such-group-ringd" in st["said"], st
 
 
 def test_sighup_with_another_host_list_re_forms_the_ring(ring_factory):
@@ -293,7 +316,8 @@ def test_sighup_with_another_host_list_re_forms_the_ring(ring_factory):
         r = ring.ringctl(0, "status", "--json")
         return r.returncode == 0 and json.loads(r.stdout)["n_hosts"] == 1
 
-    wait_for("re-formed", lambda: "reload: the hosts changed" in ring.logtext(0) and one_host())
+    wait_for("re-formed", lambda: "reload: hosts 2 hosts -> 1 hosts: re-forming the ring"
+             in ring.logtext(0) and one_host())
     assert ring.status(0)["left_state"] == "self"
     r = ring.ringctl(0, "allreduce", "--count", "1000", "--iters", "1")
     assert r.returncode == 0, r.stderr
@@ -459,9 +483,9 @@ NEW_VALUES = {
     "metrics": None,  # a free port, below
     "cluster": "svc2", "hosts": None, "socket": None, "local_clients": "2", "streams": "2",
     "secret_file": None, "encryption": "aes-256-gcm",  # encryption needs the key: after it
-    "socket_mode": '"0600"', "socket_group": "0", "allowed_uids": "[0]", "allowed_gids": "[0]",
-    "algorithm": "star", "star_root": "h0",
-    "evict_after": "0", "min_hosts": "3",  # of three hosts (the default is 2)
+    "socket_mode": '"0600"', "socket_group": "65534", "allowed_uids": "[0]", "allowed_gids": "[0]",
+    "algorithm": "star", "star_root": "h1",  # the default root is the first host
+    "evict_after": "5s", "min_hosts": "3",  # of three hosts (the default is 2)
 }
 
 
@@ -494,10 +518,17 @@ def test_reload_applies_each_key_as_the_readme_ringd8_and_the_example_say(tmp):
         with open(log) as f:
             return f.read()
 
-    def status_ok():
+    def status():
         r = subprocess.run([RINGCTL, "--socket", values["socket"], "status", "--json"],
                            capture_output=True, text=True, timeout=30)
-        return r.returncode == 0
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def status_ok():
+        return status() is not None
+
+    def last_reload_says(k):
+        last = status()["last_reload"]
+        assert not last["refused"] and k + " " in last["said"], "%s: ringctl status: %s" % (k, last)
 
     write()
     p = subprocess.Popen([RINGD, "--config", conf, "--host", "h0"], stderr=open(log, "w"))
@@ -507,19 +538,28 @@ def test_reload_applies_each_key_as_the_readme_ringd8_and_the_example_say(tmp):
             for k in sorted(classes[cls], key=lambda k: (k == "encryption", k)):
                 before = len(logtext())
                 values[k] = new[k]
+                if k == "algorithm":
+                    values["evict_after"] = "0"  # only the ring closes over missing hosts
                 write()
                 p.send_signal(signal.SIGHUP)
                 if cls == "re-form":
                     wait_for("%s: re-forming" % k, lambda: "re-forming the ring" in logtext()[before:])
+                    said = logtext()[before:]
+                    assert "reload: " + k + " " in said, "%s: not named:\n%s" % (k, said)
                     wait_for("%s: the socket again" % k, status_ok)
+                    last_reload_says(k)
                     continue
                 wait_for("%s: reload done" % k, lambda: "reload: done" in logtext()[before:])
                 said = logtext()[before:]
                 assert "re-forming" not in said, "%s re-formed the ring:\n%s" % (k, said)
-                if cls == "at once":
-                    assert "reload: " + k in said, "%s changed, not applied:\n%s" % (k, said)
-                else:
-                    assert k not in said, "%s: said to wait for a restart, but:\n%s" % (k, said)
+                assert "reload: " + k + " " in said, "%s changed, not applied:\n%s" % (k, said)
+                last_reload_says(k)
+                # Applied, not only logged: the socket file has the new mode and group.
+                st = os.stat(values["socket"])
+                if k == "socket_mode":
+                    assert st.st_mode & 0o7777 == 0o600, oct(st.st_mode)
+                if k == "socket_group":
+                    assert st.st_gid == 65534, st.st_gid
         assert p.poll() is None, logtext()
     finally:
         p.send_signal(signal.SIGTERM)
