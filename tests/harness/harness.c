@@ -314,27 +314,69 @@ void harness_reset(harness *h)
 /* Binds n TCP sockets to 127.0.0.1:0 at once, so that the kernel hands out n
  * different free ports, and closes them. A daemon binds its port soon after;
  * another process taking it in between is possible but unlikely. */
+/* The ports a test's daemons listen on are picked below the kernel's
+ * ephemeral range (ip_local_port_range), which connect() never takes a
+ * source port from: a port found free is then not taken by some link's
+ * outgoing connection before its daemon binds it, as one picked by
+ * bind(port 0) from inside that range was under parallel tests. */
+static void port_window(unsigned *lo, unsigned *hi)
+{
+    unsigned a = 32768, b = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    if (f) {
+        if (fscanf(f, "%u %u", &a, &b) != 2) a = 32768, b = 60999;
+        fclose(f);
+    }
+    if (a >= 12000) { /* below the range */
+        *lo = 10000, *hi = a - 1;
+    } else if (b <= 63000) { /* above it */
+        *lo = b + 1, *hi = 65535;
+    } else { /* no room outside: inside it, as before */
+        *lo = a, *hi = b;
+    }
+}
+
+/* Binds fd to 127.0.0.1:port; 0 or -1. */
+static int try_port(int fd, unsigned port)
+{
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return bind(fd, (struct sockaddr *)&sa, sizeof sa);
+}
+
 static int pick_ports(harness *h, int n)
 {
     int fds[HARNESS_MAX_HOSTS];
     int rc = 0, opened = 0;
+    unsigned lo, hi;
+    port_window(&lo, &hi);
+    /* Held bound until all are picked: n distinct ports. */
+    /* Not from RINGD_TEST_SEED: two tests replaying one seed side by side
+     * must not pick the same ports. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t state = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    state ^= (uint64_t)getpid() << 32;
     for (; opened < n; opened++) {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t salen = sizeof sa;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             rc = fail(h, "socket: %s", strerror(errno));
             break;
         }
         fds[opened] = fd;
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-            getsockname(fd, (struct sockaddr *)&sa, &salen) < 0) {
-            rc = fail(h, "bind 127.0.0.1:0: %s", strerror(errno));
+        unsigned port = 0;
+        for (int tries = 0; tries < 200 && !port; tries++) {
+            unsigned p = lo + (unsigned)(harness_rand(&state) % (hi - lo + 1));
+            if (try_port(fd, p) == 0) port = p;
+        }
+        if (!port) {
+            rc = fail(h, "no free port on 127.0.0.1 in %u..%u after 200 tries", lo, hi);
             opened++;
             break;
         }
-        h->d[opened].port = ntohs(sa.sin_port);
+        h->d[opened].port = (uint16_t)port;
     }
     for (int i = 0; i < opened; i++)
         close(fds[i]);

@@ -28,16 +28,8 @@ RINGCTL = os.path.join(BUILD, "client", "ringctl")
 DEADLINE = 20.0
 
 
-def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+sys.path.insert(0, os.path.join(SOURCE, "client", "python"))
+from ringd.launch import free_ports  # noqa: E402  (outside the ephemeral range)
 
 
 class Ring:

@@ -34,6 +34,7 @@ package, else `ringd` on $PATH. Daemons die with the process that started them
 import argparse
 import ctypes
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -73,14 +74,42 @@ def find_ringd():
     )
 
 
+def _port_window():
+    """Ports outside the kernel's ephemeral range (ip_local_port_range),
+    which connect() never takes a source port from: a port found free is
+    then not taken by some outgoing connection before its daemon binds it."""
+    lo, hi = 32768, 60999
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        pass
+    if lo >= 12000:
+        return 10000, lo - 1
+    if hi <= 63000:
+        return hi + 1, 65535
+    return lo, hi
+
+
 def free_ports(n):
-    """n distinct free TCP ports on 127.0.0.1 (bound together, then released)."""
+    """n distinct free TCP ports on 127.0.0.1, outside the ephemeral range
+    (bound together, then released)."""
+    lo, hi = _port_window()
+    rng = random.SystemRandom()
     socks = []
     try:
         for _ in range(n):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
             socks.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            for _ in range(200):
+                try:
+                    s.bind(("127.0.0.1", rng.randint(lo, hi)))
+                    break
+                except OSError:
+                    continue
+            else:
+                raise OSError("no free port on 127.0.0.1 in %d..%d after 200 tries" % (lo, hi))
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
