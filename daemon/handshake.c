@@ -163,6 +163,7 @@ int hs_welcome(const hs_ctx *x, const frame_hello *h, uint32_t epoch, frame_welc
     st->welcome_epoch = epoch;
     st->stream = h->stream;
     st->session = h->session;
+    st->cut = h->cut;
     snprintf(st->claimed, sizeof st->claimed, "%s", h->from_name);
     if (!x->key) return 0;
     memcpy(st->connector_nonce, h->nonce, FRAME_NONCE_SIZE);

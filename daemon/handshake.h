@@ -51,6 +51,7 @@ typedef struct {
     char claimed[FRAME_MAX_NAME + 1]; /* acceptor: the name in HELLO */
     uint8_t stream;                   /* acceptor: HELLO's stream */
     uint64_t session;                 /* acceptor: HELLO's session */
+    int cut;                          /* acceptor: HELLO's FRAME_FLAG_CUT */
 } hs_state;
 
 /* What protects a keyed link's frames: the configuration's encryption. */

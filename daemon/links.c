@@ -18,6 +18,7 @@
 #include "epoch.h"
 #include "listener.h"
 #include "log.h"
+#include "probe.h"
 #include "ringd.h"
 
 #define CONTROL_CAP (FRAME_HEADER_SIZE + FRAME_MAX_CONTROL_BODY)
@@ -26,6 +27,7 @@
 /* A ring below min_hosts looks for the hosts it closed over (a split
  * network may have healed) every evict_after, at most this often. */
 #define SEARCH_MIN_MS 5000
+#define PROBE_MS 1000 /* how often a host tries one it cut out (Reachability) */
 
 struct links {
     uv_loop_t *loop;
@@ -54,7 +56,7 @@ struct links {
     int elastic;
     uv_timer_t elastic_timer;
     int target;             /* the host the right link goes to, or tries */
-    uint64_t target_since;  /* uv_now() when it became the target */
+    uint64_t target_ended;  /* peer_ended() of the right link then */
     uint64_t failing_since; /* the right link has not been up since; 0 while it is */
     uint64_t skipped;       /* hosts between this one and target: closed over */
     uint64_t gone;          /* hosts that said they leave (LEAVE): closed over at once */
@@ -65,6 +67,19 @@ struct links {
     int below_min;          /* the last confirmation had fewer than min_hosts */
     uint64_t below_since;   /* ... since then, or the last search for the hosts closed over */
     int left_ring;          /* ringctl leave: no links until ringctl join */
+
+    /* Reachability (PROTOCOL.md): a host that others reach but this one
+     * cannot. As connector: the farther target that refused this host for
+     * a nearer left neighbour, and the hosts between that this host then
+     * found it still cannot reach (cut), which its HELLOs say and which it
+     * probes until one answers. As acceptor: the hosts the left neighbour
+     * said it cannot reach, refused while its link is up. */
+    int refused_by; /* -1: none */
+    uint64_t cut;   /* hosts between this one and target, out of its reach */
+    probe *probe;
+    uint64_t probed_at;     /* uv_now() of the last probe */
+    int excluded_by;        /* -1: none */
+    uint64_t excluded;      /* hosts between excluded_by and this one */
     uv_timer_t leave_timer; /* drops the links once the LEAVE is out */
 };
 
@@ -183,6 +198,15 @@ static int dist(const links *l, int a, int b)
     return (b - a + l->n) % l->n;
 }
 
+/* The hosts strictly between a and b going forward. */
+static uint64_t between(const links *l, int a, int b)
+{
+    uint64_t m = 0;
+    for (int h = (a + 1) % l->n; h != b; h = (h + 1) % l->n)
+        m |= BIT(h);
+    return m;
+}
+
 static int ranks_of(const links *l, uint64_t members)
 {
     int r = 0;
@@ -261,9 +285,12 @@ static void retarget(links *l, int h, const char *why)
     if (h == l->target) return;
     log_info("right link: %s; connecting to %s (%s)", why, host_name(l, h),
              l->cfg->hosts[h].address);
+    l->cut = 0;
+    peer_set_cut(l->right, 0);
     l->target = h;
-    l->target_since = l->failing_since = uv_now(l->loop);
+    l->failing_since = uv_now(l->loop);
     peer_set_host(l->right, h, why);
+    l->target_ended = peer_ended(l->right); /* after closing the old host's connection */
 }
 
 /* Closes over the right link's host: the next one is tried. */
@@ -278,6 +305,20 @@ static void close_over(links *l, const char *why)
         if (next == t) return;
     }
     char text[FRAME_MAX_WAITING];
+    /* Back at the host that refused this one for a nearer left neighbour,
+     * having found that neighbour out of reach again (not refusing: out of
+     * reach): it is up for others, not for this host. The HELLO says so,
+     * and the refuser takes this host instead (an asymmetric cut). */
+    if (next == l->refused_by && !peer_refused(l->right)) {
+        snprintf(text, sizeof text,
+                 "closing over %s: %s, although %s has it as its left neighbour: asking %s to "
+                 "take this host instead (an asymmetric cut)",
+                 host_name(l, t), why, host_name(l, next), host_name(l, next));
+        retarget(l, next, text);
+        l->cut = between(l, l->me, next);
+        peer_set_cut(l->right, 1);
+        return;
+    }
     snprintf(text, sizeof text, "closing over %s: %s", host_name(l, t), why);
     retarget(l, next, text);
 }
@@ -293,6 +334,10 @@ static void on_elastic(uv_timer_t *timer)
     int nearest = l->right_host, t = l->target;
     if (peer_state(l->right) == LINK_UP) {
         l->failing_since = 0;
+        if (l->cut && now - l->probed_at >= PROBE_MS && !probe_busy(l->probe)) {
+            l->probed_at = now;
+            probe_start(l->probe, nearest);
+        }
         uint64_t search = evict > SEARCH_MIN_MS ? evict : SEARCH_MIN_MS;
         if (evict && l->below_min && t != nearest && now - l->below_since >= search) {
             l->below_since = now;
@@ -313,13 +358,16 @@ static void on_elastic(uv_timer_t *timer)
     }
     if (!evict) return;
     /* A host closed over before gets one attempt, not evict_after again. */
-    int tried = peer_state(l->right) == LINK_DOWN && peer_since(l->right) > l->target_since;
+    /* Counted, not timed: a refusal on loopback may come in the same
+     * millisecond as the retarget, and would wait out a backoff unseen. */
+    int tried = peer_state(l->right) == LINK_DOWN && peer_ended(l->right) > l->target_ended;
     if ((l->skipped & BIT(t)) && tried) {
         close_over(l, "still out of reach");
         return;
     }
     /* A farther host that refuses has a nearer left neighbour: search again. */
     if (t != nearest && tried && peer_refused(l->right)) {
+        l->refused_by = t;
         retarget(l, nearest, "refused by a farther host: looking for the nearest again");
         return;
     }
@@ -331,6 +379,19 @@ static void on_elastic(uv_timer_t *timer)
              *err ? err : "no answer since its link was lost");
     epochs_note(&l->ep, why);
     close_over(l, why);
+}
+
+/* A probe of the nearest host this one cut out ended: if it answers, the
+ * cut has healed, and the right link goes to it (the ring re-forms with it,
+ * as its right neighbour takes it back once this host's link there ends). */
+static void on_probed(void *data, int host, int status)
+{
+    links *l = data;
+    if (status < 0 || !(l->cut & BIT(host)) || l->left_ring) return;
+    char why[FRAME_MAX_WAITING];
+    snprintf(why, sizeof why, "%s answers again: the cut has healed", host_name(l, host));
+    epochs_note(&l->ep, why);
+    retarget(l, host, why);
 }
 
 /* A host leaves for good: the hosts up to its left neighbour pass it on,
@@ -400,10 +461,17 @@ static void on_link_up(void *owner, peer *p)
         l->left_error[0] = '\0';
         l->left_refused = 0;
         l->cb.on_up(l->data, LINK_LEFT);
+        /* Someone took this host as its right neighbour: the ring is
+         * changing, and the host the right link tries may take it now (it
+         * refused it for a host that could not reach this one, which can
+         * now): backing off would keep the ring down after a cut heals. */
+        if (l->elastic && !l->left_ring && peer_state(l->right) != LINK_UP)
+            peer_retry_now(l->right);
         return;
     }
     if (l->elastic) {
         /* The hosts between here and the target stay closed over. */
+        l->refused_by = -1;
         l->skipped = 0;
         for (int h = l->right_host; h != l->target; h = (h + 1) % l->n)
             l->skipped |= BIT(h);
@@ -422,6 +490,8 @@ static void on_link_down(void *owner, peer *p, const char *why)
     if (p == l->left) {
         snprintf(l->left_error, sizeof l->left_error, "%s", why);
         l->left_refused = 0;
+        l->excluded = 0; /* whoever connects next may be the left neighbour */
+        l->excluded_by = -1;
         log_warn("left link from %s lost: %s", h->name, why);
         l->cb.on_down(l->data, LINK_LEFT, why);
         snprintf(what, sizeof what, "lost its link from %s (%s): %s", h->name, h->address, why);
@@ -517,8 +587,10 @@ static uint32_t welcome_epoch(void *owner, const frame_hello *h)
 
 /* Elastic: whether host from may be the left neighbour now: it is the
  * nearest host that wants to be (closer than the current one), or the
- * left link is down. 0, or a code with the reason in why. */
-static int may_take_left(links *l, int from, char *why, size_t len)
+ * left link is down, or it cannot reach the current one (cut: its HELLO
+ * says FRAME_FLAG_CUT). A host the left neighbour cannot reach is not taken
+ * while that link is up. 0, or a code with the reason in why. */
+static int may_take_left(links *l, int from, int cut, char *why, size_t len)
 {
     if (l->left_ring) {
         snprintf(why, len, "host %s has left the ring (ringctl leave; ringctl join takes it back)",
@@ -526,8 +598,16 @@ static int may_take_left(links *l, int from, char *why, size_t len)
         return RINGD_ESHUTDOWN;
     }
     int cur = peer_host(l->left);
-    if (peer_state(l->left) != LINK_UP || l->left_leaves || from == cur ||
-        dist(l, from, l->me) < dist(l, cur, l->me))
+    int up = peer_state(l->left) == LINK_UP;
+    if (up && cur == l->excluded_by && (l->excluded & BIT(from))) {
+        snprintf(why, len,
+                 "host %s runs without %s: its left neighbour %s cannot reach %s (an asymmetric "
+                 "cut); %s is taken back once %s can",
+                 host_name(l, l->me), host_name(l, from), host_name(l, cur), host_name(l, from),
+                 host_name(l, from), host_name(l, cur));
+        return RINGD_EBUSY;
+    }
+    if (!up || l->left_leaves || from == cur || dist(l, from, l->me) < dist(l, cur, l->me) || cut)
         return 0;
     snprintf(why, len, "host %s's left neighbour is %s, which is nearer on the ring than %s",
              host_name(l, l->me), host_name(l, cur), host_name(l, from));
@@ -537,7 +617,7 @@ static int may_take_left(links *l, int from, char *why, size_t len)
 static int admit(void *owner, const frame_hello *h, char *why, size_t len)
 {
     links *l = owner;
-    return l->elastic ? may_take_left(l, (int)h->from_pos, why, len) : 0;
+    return l->elastic ? may_take_left(l, (int)h->from_pos, h->cut, why, len) : 0;
 }
 
 static void on_accepted(void *owner, conn *c, int from)
@@ -556,18 +636,30 @@ static void on_accepted(void *owner, conn *c, int from)
         return;
     }
     if (l->elastic && from != peer_host(l->left)) {
-        if (may_take_left(l, from, why, sizeof why) < 0) {
+        if (may_take_left(l, from, c->hs.cut, why, sizeof why) < 0) {
             conn_close(c, why);
             return;
         }
         /* The ring changes here: the old left link breaks it first. */
-        if (l->left_leaves)
+        int cur = peer_host(l->left), up = peer_state(l->left) == LINK_UP;
+        uint64_t cut = 0;
+        if (l->left_leaves) {
             snprintf(why, sizeof why, "%s connected: %s leaves the ring", host_name(l, from),
-                     host_name(l, peer_host(l->left)));
-        else
+                     host_name(l, cur));
+        } else if (up && c->hs.cut && dist(l, cur, l->me) < dist(l, from, l->me)) {
+            cut = between(l, from, l->me);
+            snprintf(why, sizeof why,
+                     "%s cannot reach %s (an asymmetric cut): %s is the left neighbour now, "
+                     "without %s",
+                     host_name(l, from), host_name(l, cur), host_name(l, from), host_name(l, cur));
+            log_warn("%s", why);
+        } else {
             snprintf(why, sizeof why, "%s, nearer on the ring, connected", host_name(l, from));
-        if (peer_state(l->left) == LINK_UP) peer_reset(l->left, why);
+        }
+        if (up) peer_reset(l->left, why);
         peer_set_host(l->left, from, why);
+        l->excluded = cut; /* after the reset, which ends any earlier exclusion */
+        l->excluded_by = cut ? from : -1;
         l->gone &= ~BIT(from);
     }
     l->left_leaves = 0;
@@ -624,9 +716,14 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     uv_timer_init(loop, &l->leave_timer);
     l->leave_timer.data = l;
     l->target = l->right_host;
+    l->refused_by = l->excluded_by = -1;
     l->elastic = l->n > 1 && l->n <= CFG_MAX_ELASTIC && c->algorithm == CFG_ALG_RING &&
                  c->evict_after_ms > 0;
     if (l->elastic) epochs_set_elastic(&l->ep);
+    if (l->elastic && probe_new(&l->probe, loop, c, &l->lt, on_probed, l) < 0) {
+        links_close(l, NULL, NULL);
+        return RINGD_ENOMEM;
+    }
     if (l->n > 1) {
         unsigned accepts =
             PEER_ACCEPTS(FRAME_DATA) | PEER_ACCEPTS(FRAME_COMMIT) | PEER_ACCEPTS(FRAME_EPOCH);
@@ -689,6 +786,8 @@ void links_close(links *l, void (*done)(void *data), void *data)
     if (l->listener) listener_close(l->listener);
     if (l->left) peer_close(l->left);
     if (l->right) peer_close(l->right);
+    if (l->probe) probe_close(l->probe);
+    l->probe = NULL;
     l->heartbeat.data = &l->lt;
     lifetime_hold(&l->lt);
     uv_close((uv_handle_t *)&l->heartbeat, lifetime_handle_closed);

@@ -25,6 +25,7 @@ typedef struct pending {
     uint64_t since;    /* uv_now() at accept */
     int awaiting_auth; /* WELCOME sent, AUTH expected */
     int refusing;      /* a refusal is logged and on its way: close quietly */
+    int heard;         /* a frame header arrived */
     int from;          /* HELLO's from_pos, once accepted */
     struct pending *next;
 } pending;
@@ -68,6 +69,14 @@ static void on_pending_closed(void *owner, conn *c, const char *why)
 {
     pending *p = owner;
     listener *l = p->l;
+    /* A host of the ring that connects and closes without a byte probes
+     * whether it can reach this one (probe.h): nothing wrong. */
+    if (!p->refusing && !l->env.lt->closing && p->expected && !p->heard) {
+        log_debug("connection from %s closed before its handshake: a reachability probe (%s)",
+                  c->peer, why);
+        forget(p);
+        return;
+    }
     /* A stranger's bytes: said once a minute at warn, every time at debug,
      * so that a port scanner cannot flood the log. */
     if (!p->refusing && !l->env.lt->closing)
@@ -182,6 +191,7 @@ static void on_header(void *owner, int rc, const frame_header *h)
     conn *c = owner;
     pending *p = c->owner;
     char why[192];
+    p->heard = 1;
     if (rc == FRAME_EVERSION) {
         snprintf(why, sizeof why,
                  "peer speaks protocol version %u, this ringd speaks %u; run the same ringd "

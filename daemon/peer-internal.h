@@ -47,6 +47,8 @@ struct peer {
     char error[640];
     int refusing, refused; /* the link closes, or closed, as a refusal (peer_refused()) */
     int held;              /* peer_hold(): no connection, no retry */
+    int cut;               /* peer_set_cut(): HELLOs say FRAME_FLAG_CUT */
+    uint64_t ended;        /* connections closed, attempts or links (peer_ended()) */
     char address[64];
     conn *c; /* stream 0 of the link, NULL when down */
     int closing;

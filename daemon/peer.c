@@ -72,6 +72,7 @@ static void on_conn_closed(void *owner, conn *c, const char *why)
     if (c != p->c) return; /* another stream of it, or a replaced link */
     link_state was = p->state;
     p->c = NULL;
+    p->ended++;
     p->keyed = 0;
     set_state(p, LINK_DOWN);
     /* Frames still in the batch go nowhere: peer_flush() reports them as
@@ -140,6 +141,7 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     c->hs.session = h.session;
+    h.cut = p->cut;
     int n = frame_encode_hello(buf, sizeof buf, &h);
     if (n < 0 || conn_send(c, buf, (size_t)n, 0) < 0) {
         conn_close(c, "cannot send HELLO");
@@ -409,6 +411,16 @@ void peer_set_host(peer *p, int host, const char *why)
     retry_now(p); /* a new host: not after the old one's backoff */
 }
 
+void peer_retry_now(peer *p)
+{
+    if (!p->c && !p->held) retry_now(p);
+}
+
+void peer_set_cut(peer *p, int cut)
+{
+    p->cut = cut;
+}
+
 void peer_hold(peer *p, int hold, const char *why)
 {
     p->held = hold;
@@ -480,6 +492,11 @@ const char *peer_error(const peer *p)
 int peer_refused(const peer *p)
 {
     return p->state == LINK_DOWN && p->refused;
+}
+
+uint64_t peer_ended(const peer *p)
+{
+    return p->ended;
 }
 
 uint64_t peer_since(const peer *p)

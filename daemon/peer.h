@@ -91,6 +91,14 @@ void peer_reset(peer *p, const char *why);
  * change hosts as hosts leave and come back. */
 void peer_set_host(peer *p, int host, const char *why);
 
+/* Connector without a connection: the next attempt now, not after the
+ * backoff (something changed that may let it through). */
+void peer_retry_now(peer *p);
+
+/* Connector: whether its HELLOs say FRAME_FLAG_CUT (this host cannot reach
+ * the hosts between it and the one it connects to); the next attempt on. */
+void peer_set_cut(peer *p, int cut);
+
 /* hold 1: closes the connection (why) and makes no other until hold 0
  * (a host that left the ring). */
 void peer_hold(peer *p, int hold, const char *why);
@@ -118,6 +126,9 @@ int peer_host(const peer *p);
 const char *peer_error(const peer *p);
 /* uv_now() when the state last changed. */
 uint64_t peer_since(const peer *p);
+/* Connections of p closed so far, attempts or links: whether an attempt
+ * ended since some moment, however fast (uv_now() has 1 ms steps). */
+uint64_t peer_ended(const peer *p);
 /* Whether the link is down because its last attempt was refused (the other
  * end refused it, or it failed to authenticate): a configuration problem,
  * not a host that is away. */

@@ -171,8 +171,10 @@ int frame_encode_hello(uint8_t *buf, size_t cap, const frame_hello *h)
     wr_u8(&w, h->streams);
     wr_u64(&w, h->session);
     wr_u8(&w, h->cipher);
-    return finish(&w, FRAME_HELLO, (uint16_t)(hello_flags() | (h->auth ? FRAME_FLAG_AUTH : 0)),
-                  body_len(&w));
+    return finish(
+        &w, FRAME_HELLO,
+        (uint16_t)(hello_flags() | (h->auth ? FRAME_FLAG_AUTH : 0) | (h->cut ? FRAME_FLAG_CUT : 0)),
+        body_len(&w));
 }
 
 int frame_encode_welcome(uint8_t *buf, size_t cap, const frame_welcome *wl)
@@ -320,6 +322,7 @@ int frame_decode_hello(const frame_header *hdr, const uint8_t *body, frame_hello
     rd_str(&r, out->from_name, FRAME_MAX_NAME);
     rd_bytes(&r, out->nonce, FRAME_NONCE_SIZE);
     out->auth = !!(hdr->flags & FRAME_FLAG_AUTH);
+    out->cut = !!(hdr->flags & FRAME_FLAG_CUT);
     out->stream = rd_u8(&r);
     out->streams = rd_u8(&r);
     out->session = rd_u64(&r);

@@ -38,6 +38,9 @@
 #define FRAME_FLAG_AUTH 0x0002          /* HELLO, WELCOME: the sender has a cluster key */
 #define FRAME_FLAG_CRC 0x0004           /* DATA: crc holds the payload's CRC32C */
 #define FRAME_FLAG_TAG 0x0008 /* every frame of a keyed link: tags follow (FRAME_TAG_SIZE) */
+#define FRAME_FLAG_CUT                                                                             \
+    0x0010                    /* HELLO of an elastic ring: the sender cannot reach the hosts       \
+                                 between it and the receiver (see PROTOCOL.md, Reachability) */
 #define FRAME_TAG_SIZE 16     /* an AEAD tag: after the body, and after a DATA payload */
 
 typedef enum {
@@ -73,6 +76,7 @@ typedef struct {
     uint64_t session;                /* the same on every stream of one link */
     uint8_t cipher;                  /* with a key: 0 MAC only, 1 aes-256-gcm,
                                         2 chacha20-poly1305 (auth_cipher) */
+    int cut;                         /* FRAME_FLAG_CUT */
 } frame_hello;
 
 typedef struct {

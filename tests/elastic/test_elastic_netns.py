@@ -66,3 +66,55 @@ def test_a_split_network_runs_on_the_majority_only_and_heals(tmp_path):
     finally:
         bad = c.stop_all()
         assert not bad, "\n".join(c.tail(i) for i in bad)
+
+
+def cut(ns, to_addr, action):
+    """Drops, in namespace ns, every TCP packet to to_addr's ring port:
+    the host can no longer reach it, every other direction still works."""
+    host, port = to_addr.split(":")
+    subprocess.run(["ip", "-n", ns, "rule", action, "to", f"{host}/32", "ipproto", "tcp",
+                    "dport", port, "prio", "100", "blackhole"], check=True)
+
+
+def test_an_asymmetric_cut_runs_a_ring_of_the_hosts_that_reach_each_other_and_heals(tmp_path):
+    """h0 -> h1 -> h2 -> h0 with min_hosts 2, and a firewall rule on h0 that
+    drops what it sends to h1's ring port: {h1, h2} and {h0, h2} are rings
+    every link of which works, {h0, h1, h2} is not. One of them runs within
+    evict_after + 5 s of the cut, and all three within 5 s of the heal;
+    every sum is right and every step ran once."""
+    evict_s = 3
+    config = (f"evict_after: {evict_s}s\n"
+              "min_hosts: 2\n"
+              "heartbeat_timeout: 2s\n"
+              "collective_timeout: 6s\n")
+    addresses = [f"198.18.0.{i + 1}:7700" for i in range(3)]
+    c = Cluster(tmp_path, 3, config, addresses=addresses,
+                wrap=lambda i: ["ip", "netns", "exec", f"{TESTBED}-h{i}"])
+    ns0 = f"{TESTBED}-h0"
+    try:
+        steps = 1500
+        c.train(steps, until_step=30)
+
+        t_cut = now_ms()
+        cut(ns0, addresses[1], "add")
+        # h2 is in both rings of two: its rank sees one run.
+        e = c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 2, 40, t_cut)
+        took = (e[0] - t_cut) / 1000
+        print(f"cut to the first step of a ring of two: {took:.2f} s")
+        assert took <= evict_s + 5, f"{took:.2f} s from the cut to a ring of two"
+        time.sleep(2 * evict_s)  # it keeps running, cut
+
+        t_heal = now_ms()
+        cut(ns0, addresses[1], "del")
+        e = c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 3, 40, t_heal)
+        took = (e[0] - t_heal) / 1000
+        print(f"heal to the first step of all three: {took:.2f} s")
+        assert took <= 5, f"{took:.2f} s from the heal to the ring of three"
+
+        schedule = c.check_run(range(3), steps, timeout=180)
+        assert all(bin(m).count("1") >= 2 for m in schedule.values())
+    finally:
+        subprocess.run(["ip", "-n", ns0, "rule", "del", "prio", "100"], check=False,
+                       stderr=subprocess.DEVNULL)
+        bad = c.stop_all()
+        assert not bad, "\n".join(c.tail(i) for i in bad)

@@ -276,6 +276,24 @@ Test(frame, hello_round_trips_every_field)
     cr_assert_eq(out.hello.session, in.hello.session);
 }
 
+Test(frame, hello_says_in_its_header_flags_that_the_sender_cannot_reach_the_hosts_between)
+{
+    frame_hello in = {.n_hosts = 5, .from_pos = 0, .to_pos = 3}, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    int n = frame_encode_hello(buf, sizeof buf, &in);
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(h.flags & FRAME_FLAG_CUT, 0);
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_eq(out.cut, 0);
+    in.cut = 1;
+    n = frame_encode_hello(buf, sizeof buf, &in);
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(h.flags & FRAME_FLAG_CUT, FRAME_FLAG_CUT);
+    cr_assert_eq(frame_decode_hello(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_eq(out.cut, 1);
+}
+
 Test(frame, rejects_a_hello_for_a_stream_past_its_streams)
 {
     frame_hello in = {.n_hosts = 2, .stream = 3, .streams = 3}, out;
