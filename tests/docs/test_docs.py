@@ -8,13 +8,16 @@ annotated example, shows every key and says the same about reload
 (tests/service checks that the daemon does what it says). The README and
 docs/ link to it, and their commands, links and tables must hold: what each
 script installs (against deploy/install-deps.sh), the build targets they
-name, the test command CI runs.
+name, the test command CI runs, the test labels.
 """
 import glob
+import json
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import reference  # noqa: E402
@@ -265,4 +268,40 @@ def test_no_document_points_at_an_issue_number():
             if re.search(r"\bissue[ -]\d", line, re.I):
                 found.append("%s:%d: %s" % (doc, n, line.strip()))
     assert not found, "say what is meant, not an issue number:\n" + "\n".join(found)
+
+
+# ---- the test tiers ----
+
+TIERS = {"unit", "ring", "faults", "python", "package"}
+
+
+def ctest_labels():
+    build = os.environ.get("RINGD_BINARY_DIR")
+    if not build:
+        pytest.skip("RINGD_BINARY_DIR is not set (ctest sets it)")
+    out = subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True,
+                         text=True, check=True).stdout
+    labels = {}
+    for t in json.loads(out)["tests"]:
+        labels[t["name"]] = {v for p in t.get("properties", []) if p["name"] == "LABELS"
+                             for v in p["value"]}
+    return labels
+
+
+def test_every_test_has_a_tier_label():
+    labels = ctest_labels()
+    assert labels, "ctest lists no test"
+    unlabelled = [name for name, l in labels.items() if not l & TIERS]
+    assert not unlabelled, "tests without a label of %s: %s" % (sorted(TIERS), unlabelled)
+
+
+def test_the_quick_tier_is_the_unit_tests_one_ring_test_and_the_python_smoke_test():
+    labels = ctest_labels()
+    quick = {name for name, l in labels.items() if "quick" in l}
+    unit = {name for name, l in labels.items() if "unit" in l}
+    assert unit <= quick, "unit tests outside the quick tier: %s" % (unit - quick)
+    assert {"test_frame", "test_msg", "test_config", "test_python_smoke"} <= quick
+    ring = [name for name in quick if "ring" in labels[name]]
+    assert len(ring) == 1, "the quick tier has one ring test: %s" % ring
+    assert not [name for name in quick if labels[name] & {"slow", "faults", "package"}], quick
 
