@@ -10,7 +10,7 @@
  * wire type to pass it on; the host completing a chunk also finishes
  * MEAN/WMEAN (dividing the rounded sum in float32 and rounding again), and
  * every host's result is the widened wire value, so every rank gets the
- * same bits. Error bound (README, "Wire types"): with N hosts and u = 2^-8
+ * same bits. Error bound (docs/user.md, "Wire types"): with N hosts and u = 2^-8
  * (bfloat16) or 2^-11 (float16), |result - exact sum| <= (N + 2) u
  * sum|x_i| (for MEAN, both sides divided by N); float16 overflows to
  * infinity beyond 65504.

@@ -4,7 +4,8 @@
 #
 # gives, for Debian 12 (bookworm) on this architecture:
 #   ringd_V_ARCH.deb          ringd, ringctl, the systemd unit, its sysusers.d
-#                             and tmpfiles.d snippets, man pages, the example
+#                             and tmpfiles.d snippets, man pages (ringd(8),
+#                             ringctl(1), ringd.yaml(5)), the example
 #                             configuration; its maintainer scripts create the
 #                             user and directories and never start or enable
 #                             the service; removing it stops the service

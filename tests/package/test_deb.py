@@ -75,6 +75,7 @@ def test_each_package_holds_its_files_under_usr():
         "/usr/lib/systemd/system/ringd.service", "/usr/lib/sysusers.d/ringd.conf",
         "/usr/lib/tmpfiles.d/ringd.conf",
         "/usr/share/man/man8/ringd.8.gz", "/usr/share/man/man1/ringctl.1.gz",
+        "/usr/share/man/man5/ringd.yaml.5.gz",
         "/usr/share/ringd/ringd.example.yaml", "/usr/share/ringd/ringd.service",
         "/usr/share/ringd/ringd.sysusers", "/usr/share/ringd/ringd.tmpfiles"} | docs("ringd")
     assert files("libringd0") == {lib + "/libringd.so.0", lib + "/libringd.so.%s" % VERSION,

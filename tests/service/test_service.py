@@ -434,7 +434,8 @@ def test_an_install_into_destdir_holds_every_file(tmp):
              "lib/systemd/system/ringd.service", "lib/sysusers.d/ringd.conf",
              "lib/tmpfiles.d/ringd.conf", "share/ringd/ringd.example.yaml",
              "share/ringd/ringd.service", "share/ringd/ringd.sysusers", "share/ringd/ringd.tmpfiles",
-             "share/man/man8/ringd.8.gz", "share/man/man1/ringctl.1.gz"]
+             "share/man/man8/ringd.8.gz", "share/man/man1/ringctl.1.gz",
+             "share/man/man5/ringd.yaml.5.gz"]
     missing = [f for f in files if not os.path.exists(os.path.join(root, f))]
     assert not missing, "missing after install: %s" % missing
     unit = open(os.path.join(root, "lib/systemd/system/ringd.service")).read()

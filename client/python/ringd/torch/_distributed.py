@@ -30,7 +30,7 @@ supported: ringd's collectives always span the whole ring.
 Newer torch: torch 2.x registers a backend's creator with devices=, and
 expects it to return a c10d::Backend, the per-device half of what 1.13 calls
 a ProcessGroup; the collectives' signatures are the same, so porting is
-changing the base class and the registration (see README, PyTorch).
+changing the base class and the registration (see docs/pytorch.md).
 """
 
 import functools
