@@ -72,7 +72,8 @@ static void on_pending_closed(void *owner, conn *c, const char *why)
     /* A host of the ring that connects and closes without a byte probes
      * whether it can reach this one (probe.h): nothing wrong. */
     if (!p->refusing && !l->env.lt->closing && p->expected && !p->heard) {
-        log_debug("connection from %s closed before its handshake: a reachability probe (%s)",
+        log_debug("dropped connection from %s before its handshake: %s (no byte came: a "
+                  "reachability probe or a port check)",
                   c->peer, why);
         forget(p);
         return;
