@@ -118,6 +118,23 @@ static uint64_t top_of(const epochs *e, uint32_t x)
     return 0;
 }
 
+/* In an elastic ring, adds prev_epoch's hosts and what this host knew
+ * every one of them had completed. A host the lap does not pass (it closes
+ * over it) may not have completed what the others did: it was frozen or
+ * cut off before its last step. Its own count is not on the lap, so the
+ * confirmation takes, for the whole ring, the most that any host on the
+ * lap knew from COMMITs: no more than every host completed, and no less
+ * than a success any host has already answered (epochs_confirmation()). */
+static void add_ring_of(const epochs *e, frame_epoch *f)
+{
+    if (!e->elastic) return;
+    for (int i = 0; i < e->n_ready; i++) {
+        if (e->ready[i].epoch != f->prev_epoch) continue;
+        f->prev_members |= e->ready[i].members;
+        if (e->ready[i].confirmed > f->confirmed) f->confirmed = e->ready[i].confirmed;
+    }
+}
+
 /* Adds what this host knows to a RESET or FORM going round. */
 static void fold(const epochs *e, frame_epoch *f)
 {
@@ -130,6 +147,8 @@ static void fold(const epochs *e, frame_epoch *f)
         f->prev_epoch = mine;
         f->done = UINT64_MAX;
         f->top = 0;
+        f->prev_members = 0;
+        f->confirmed = 0;
         f->flags &= (uint8_t)~EPOCH_FLAG_DONE_UNKNOWN;
         memset(&f->prior, 0, sizeof f->prior);
         if (f->fail_seq != FRAME_NO_SEQ) { /* a collective of the older epoch */
@@ -147,6 +166,7 @@ static void fold(const epochs *e, frame_epoch *f)
     case 1:
         if (done < f->done) f->done = done;
         if (top_of(e, f->prev_epoch) > f->top) f->top = top_of(e, f->prev_epoch);
+        add_ring_of(e, f);
         break;
     case 0:
         f->flags |= EPOCH_FLAG_DONE_UNKNOWN;
@@ -243,6 +263,9 @@ frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f)
         c.flags |= EPOCH_FLAG_RESIZED;
         c.members_epoch = f->epoch;
     }
+    /* The lap closed over a host of prev_epoch's ring: what it completed
+     * is only known from COMMITs (add_ring_of()). */
+    if (e->elastic && (f->prev_members & ~f->members) && c.confirmed < c.done) c.done = c.confirmed;
     return c;
 }
 
@@ -258,6 +281,8 @@ static void push_ready(epochs *e, const frame_epoch *c)
     e->ready[e->n_ready].epoch = c->epoch;
     e->ready[e->n_ready].done = 0;
     e->ready[e->n_ready].top = 0;
+    e->ready[e->n_ready].confirmed = 0;
+    e->ready[e->n_ready].members = e->members;
     e->n_ready++;
     frame_prior *p = &e->last;
     *p = (frame_prior){.epoch = c->epoch,
@@ -340,6 +365,13 @@ void epochs_completed(epochs *e, uint64_t done)
 {
     if (e->phase == RING_READY && e->n_ready && e->ready[e->n_ready - 1].epoch == e->epoch)
         e->ready[e->n_ready - 1].done = done;
+}
+
+void epochs_confirmed(epochs *e, uint64_t least)
+{
+    if (e->phase == RING_READY && e->n_ready && e->ready[e->n_ready - 1].epoch == e->epoch &&
+        least > e->ready[e->n_ready - 1].confirmed)
+        e->ready[e->n_ready - 1].confirmed = least;
 }
 
 void epochs_submitted(epochs *e, uint64_t top)

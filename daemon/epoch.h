@@ -68,10 +68,13 @@ typedef struct {
     ring_phase phase;
     uint32_t birth; /* the first epoch this host made or adopted: older ones are not its */
     /* The last epochs this host was ready in, newest last: how many
-     * collectives it completed in each, and how many its ranks submitted. */
+     * collectives it completed in each, how many its ranks submitted, how
+     * many it knew every host of the ring had completed (from COMMITs),
+     * and, in an elastic ring, the ring's hosts. */
     struct {
         uint32_t epoch;
-        uint64_t done, top;
+        uint64_t done, top, confirmed;
+        uint64_t members;
     } ready[EPOCH_HISTORY];
     int n_ready;
     /* The last epochs this host adopted or started (their laps passed it),
@@ -149,6 +152,9 @@ void epochs_raise(epochs *e, uint32_t x);
 
 /* Collectives this host completed in the current (ready) epoch. */
 void epochs_completed(epochs *e, uint64_t done);
+/* Collectives of the current (ready) epoch this host knows every host of
+ * the ring completed (the least count COMMITs told it of). */
+void epochs_confirmed(epochs *e, uint64_t least);
 
 /* Collectives some rank of this host has submitted in the current epoch,
  * while it is ready (later ones are not of it). */

@@ -912,6 +912,11 @@ void links_completed(links *l, uint64_t done)
     epochs_completed(&l->ep, done);
 }
 
+void links_confirmed(links *l, uint64_t least)
+{
+    epochs_confirmed(&l->ep, least);
+}
+
 void links_submitted(links *l, uint64_t top)
 {
     epochs_submitted(&l->ep, top);

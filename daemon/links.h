@@ -117,6 +117,9 @@ void links_members(links *l, int complete, const char *missing);
 
 /* Collectives this host has completed in the current (ready) epoch. */
 void links_completed(links *l, uint64_t done);
+/* Collectives of the current epoch every host of the ring completed, as
+ * COMMITs told this host: what a lap that closes over a host confirms. */
+void links_confirmed(links *l, uint64_t least);
 /* Collectives some rank of this host submitted in the current epoch. */
 void links_submitted(links *l, uint64_t top);
 

@@ -105,6 +105,7 @@ static void confirm(ring *r)
     for (int h = 0; h < r->n; h++)
         if (r->done[h] < least) least = r->done[h];
     jobs_confirm(&r->q, r->epoch, least);
+    if (r->links) links_confirmed(r->links, least);
 }
 
 /* Sends what this host knows of every host's count, once per turn of the

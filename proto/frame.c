@@ -22,7 +22,8 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 #define AUTH_BODY FRAME_MAC_SIZE
 #define PRIOR_MAX_BODY (50 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING)
 #define EPOCH_MAX_BODY                                                                             \
-    (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING + 12 + 2 + FRAME_MAX_WAITING + PRIOR_MAX_BODY)
+    (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING + 12 + 2 + FRAME_MAX_WAITING +                \
+     PRIOR_MAX_BODY + 16)
 _Static_assert(HELLO_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "HELLO fits a control body");
 _Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a control body");
 _Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");
@@ -283,6 +284,8 @@ int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e)
     wr_u32(&w, p->members_epoch);
     wr_str(&w, p->reason, FRAME_MAX_TEXT);
     wr_str(&w, p->members_why, FRAME_MAX_WAITING);
+    wr_u64(&w, e->prev_members);
+    wr_u64(&w, e->confirmed);
     return finish(&w, FRAME_EPOCH, 0, body_len(&w));
 }
 
@@ -426,6 +429,8 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     p->members_epoch = rd_u32(&r);
     rd_str(&r, p->reason, FRAME_MAX_TEXT);
     rd_str(&r, p->members_why, FRAME_MAX_WAITING);
+    out->prev_members = rd_u64(&r);
+    out->confirmed = rd_u64(&r);
     if (out->phase < EPOCH_BREAK || out->phase > EPOCH_LEAVE) r.bad = 1;
     if (out->flags & ~EPOCH_FLAGS_ALL) r.bad = 1;
     if (p->flags & ~(EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED)) r.bad = 1;

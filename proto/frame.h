@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 5
+#define FRAME_VERSION 6
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -157,6 +157,12 @@ typedef struct {
     /* FORM, RESET, CONFIRM: how prev_epoch itself became ready (prior.epoch
      * == prev_epoch), added by a host that was ready in it; else 0. */
     frame_prior prior;
+    /* FORM, RESET, CONFIRM of an elastic ring (0 otherwise): what settles
+     * prev_epoch when the lap closes over one of its hosts, whose own count
+     * the lap cannot take (Outcomes, "A success needs every host"). */
+    uint64_t prev_members; /* the hosts of prev_epoch's ring, as those on the lap knew it */
+    uint64_t confirmed;    /* collectives of prev_epoch some host on the lap knew every host
+                              of that ring had completed (the maximum) */
 } frame_epoch;
 
 /* EPOCH.members of a ring of all its n configured hosts. */

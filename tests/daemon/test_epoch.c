@@ -704,6 +704,85 @@ Test(epoch, a_host_taken_back_settles_the_verdict_of_the_lap_that_closed_over_it
     }
 }
 
+/* A success needs every host, also the one a lap closes over. A host
+ * frozen before its last step of collective #4 never completed it, while
+ * the others did: their own counts say 5, but nothing they heard says the
+ * frozen host completed #4 (its COMMIT never came). The lap that closes
+ * over it confirms only what some host knew every host of the old ring had
+ * completed, so #4 fails with the resize on every host, and on the frozen
+ * one when it is taken back, instead of succeeding where it failed. */
+Test(epoch, a_lap_that_closes_over_a_host_confirms_only_what_every_host_of_the_old_ring_completed)
+{
+    for (int n = 3; n <= MAX_HOSTS; n++) {
+        for (int frozen = 0; frozen < n; frozen++) {
+            ring_sim r;
+            start_ring_of(&r, n, 1);
+            for (int h = 0; h < n; h++) {
+                epochs_submitted(&r.h[h], 5);
+                epochs_completed(&r.h[h], h == frozen ? 4 : 5);
+                /* COMMITs told each host of every count up to 3 or 4. */
+                epochs_confirmed(&r.h[h], h == (frozen + 1) % n ? 4 : 3);
+            }
+            int left = (frozen + n - 1) % n;
+            r.out = BIT(frozen);
+            epochs_note(&r.h[left], "h unreachable for 3 s");
+            lap(&r, left, EPOCH_FORM);
+            run(&r, 47);
+            for (int h = 0; h < n; h++) {
+                if (h == frozen) continue;
+                cr_assert(r.settled[h].flags & EPOCH_FLAG_RESIZED);
+                cr_assert_eq(r.settled[h].done, 4,
+                             "N=%d frozen %d host %d: %llu done, but host %d completed 4", n,
+                             frozen, h, (unsigned long long)r.settled[h].done, frozen);
+            }
+            /* Taken back, the frozen host settles the same verdict. */
+            r.out = 0;
+            lap(&r, left, EPOCH_FORM);
+            run(&r, 53);
+            assert_all_ready_in_one_epoch(&r);
+            cr_assert_eq(r.n_missed[frozen], 1);
+            cr_assert_eq(r.missed[frozen].done, 4, "N=%d frozen %d", n, frozen);
+        }
+    }
+}
+
+/* Where some host knew that every host had completed #4 (it answered its
+ * ranks with a success), the lap that closes over one confirms #4 too,
+ * whatever the others had heard. */
+Test(epoch, a_success_one_host_gave_stands_when_a_lap_closes_over_another)
+{
+    ring_sim r;
+    start_ring_of(&r, 4, 1);
+    for (int h = 0; h < 4; h++) {
+        epochs_submitted(&r.h[h], 5);
+        epochs_completed(&r.h[h], 5);
+        epochs_confirmed(&r.h[h], h == 0 ? 5 : 2);
+    }
+    r.out = BIT(3);
+    lap(&r, 2, EPOCH_FORM);
+    run(&r, 59);
+    for (int h = 0; h < 3; h++)
+        cr_assert_eq(r.settled[h].done, 5, "host %d: %llu", h,
+                     (unsigned long long)r.settled[h].done);
+}
+
+/* A lap that passes every host of the old ring counts their own
+ * completions, as before: the COMMITs still on their way take nothing. */
+Test(epoch, a_lap_that_passes_every_host_confirms_what_each_completed)
+{
+    ring_sim r;
+    start_ring_of(&r, 4, 1);
+    for (int h = 0; h < 4; h++) {
+        epochs_submitted(&r.h[h], 6);
+        epochs_completed(&r.h[h], 6);
+        epochs_confirmed(&r.h[h], 2);
+    }
+    lap(&r, 1, EPOCH_RESET);
+    run(&r, 61);
+    for (int h = 0; h < 4; h++)
+        cr_assert_eq(r.settled[h].done, 6, "host %d", h);
+}
+
 Test(epoch, a_ring_that_is_not_elastic_carries_no_membership)
 {
     for (int n = 2; n <= MAX_HOSTS; n++) {

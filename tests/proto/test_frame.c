@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 5), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 6), as specified
  * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
@@ -40,6 +40,7 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_A
 #define PRIOR_FLAGS 8    /* in the prior, which follows members_why */
 #define PRIOR_FIXED 50   /* the prior before its reason */
 #define PRIOR_EMPTY (PRIOR_FIXED + 2 + 2)                     /* a prior with empty strings */
+#define EPOCH_TAIL 16 /* prev_members, confirmed: after the prior */
 #define EPOCH_EMPTY (EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS + 2) /* the prior, after empty strings */
 #define COMMIT_HOSTS 200 /* in sample(): a COMMIT that fits FRAME_BUF */
 #define WELCOME_TAIL (FRAME_NONCE_SIZE + FRAME_MAC_SIZE) /* after the reason */
@@ -219,6 +220,8 @@ static any_frame sample(int type)
         f.epoch.prior.members_epoch = 0xfffffff5u;
         fill(f.epoch.prior.reason, FRAME_MAX_TEXT, 'p');
         fill(f.epoch.prior.members_why, FRAME_MAX_WAITING, 'q');
+        f.epoch.prev_members = 0x8000000000000013u;
+        f.epoch.confirmed = 0x8000000000000015u;
         break;
     case FRAME_COMMIT:
         f.commit.epoch = 0xfffffffbu;
@@ -258,8 +261,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 5);
-    cr_assert_eq(FRAME_VERSION, 5);
+    cr_assert_eq(h.version, 6);
+    cr_assert_eq(FRAME_VERSION, 6);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -390,9 +393,9 @@ Test(frame, epoch_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +
                         EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING + PRIOR_FIXED + 2 + FRAME_MAX_TEXT +
-                        2 + FRAME_MAX_WAITING);
+                        2 + FRAME_MAX_WAITING + EPOCH_TAIL);
     /* At its longest it still fits a control body (why that limit is 2048). */
-    cr_assert_eq(h.length, 1911);
+    cr_assert_eq(h.length, 1927);
     cr_assert_leq(h.length, FRAME_MAX_CONTROL_BODY);
     cr_assert_eq(FRAME_MAX_CONTROL_BODY, 2048);
     cr_assert_eq(h.type, FRAME_EPOCH);
@@ -425,6 +428,8 @@ Test(frame, epoch_round_trips_every_field)
     cr_assert_eq(out.epoch.prior.members_epoch, in.epoch.prior.members_epoch);
     cr_assert_str_eq(out.epoch.prior.reason, in.epoch.prior.reason);
     cr_assert_str_eq(out.epoch.prior.members_why, in.epoch.prior.members_why);
+    cr_assert_eq(out.epoch.prev_members, in.epoch.prev_members);
+    cr_assert_eq(out.epoch.confirmed, in.epoch.confirmed);
 }
 
 Test(frame, commit_round_trips_every_count)
@@ -510,7 +515,8 @@ Test(frame, epoch_carries_a_leave_and_a_resized_membership)
         int n = frame_encode_epoch(buf, sizeof buf, in[i]);
 
         cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + strlen(in[i]->reason) + 2 +
-                            EPOCH_MEMBERS + 2 + strlen(in[i]->members_why) + PRIOR_FIXED + 2 + 2);
+                            EPOCH_MEMBERS + 2 + strlen(in[i]->members_why) + PRIOR_FIXED + 2 + 2 +
+                            EPOCH_TAIL);
         cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
         memset(&out, 0x5a, sizeof out);
         cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
@@ -555,7 +561,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 5, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 6, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -582,7 +588,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 5, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 6, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -608,7 +614,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 5, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 6, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -653,7 +659,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 5, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 6, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -696,10 +702,12 @@ Test(frame, epoch_has_the_documented_byte_layout)
                                 .members = 0xb1b2b3b4b5b6b7b8u,
                                 .members_epoch = 0xc1c2c3c4u,
                                 .reason = "late",
-                                .members_why = "h4 back"}};
+                                .members_why = "h4 back"},
+                      .prev_members = 0xd1d2d3d4d5d6d7d8u,
+                      .confirmed = 0xe1e2e3e4e5e6e7e8u};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 5, FRAME_EPOCH, 0, 0, 0, 0, 0, 143, /* header */
+        0x52, 0x47, 0x4e, 0x44, 6, FRAME_EPOCH, 0, 0, 0, 0, 0, 159, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 0, 0, 5,                                                 /* origin */
         EPOCH_RESET, 0x0b,                                          /* phase, flags */
@@ -727,6 +735,8 @@ Test(frame, epoch_has_the_documented_byte_layout)
         0xc1, 0xc2, 0xc3, 0xc4,                                     /* members_epoch */
         0, 4, 'l', 'a', 't', 'e',                                   /* reason */
         0, 7, 'h', '4', ' ', 'b', 'a', 'c', 'k',                    /* members_why */
+        0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8,             /* prev_members */
+        0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8,             /* confirmed */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -752,7 +762,7 @@ Test(frame, commit_has_the_documented_byte_layout)
         .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 5, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        0x52, 0x47, 0x4e, 0x44, 6, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -786,7 +796,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 5, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 6, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -957,7 +967,7 @@ Test(frame, encoder_truncates_strings_to_their_limit)
     cr_assert_eq(frame_encode_epoch(buf, sizeof buf, &ein),
                  FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +
                      EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING + PRIOR_FIXED + 2 + FRAME_MAX_TEXT + 2 +
-                     FRAME_MAX_WAITING);
+                     FRAME_MAX_WAITING + EPOCH_TAIL);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &eout), FRAME_OK);
     cr_assert_eq(strlen(eout.reason), FRAME_MAX_TEXT);
@@ -1219,50 +1229,53 @@ Test(frame, rejects_string_over_its_limit)
      * after the reason come an empty waiting, members, members_epoch, an
      * empty members_why and a prior of none. */
     body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT,
-                     2 + EPOCH_MEMBERS + 2 + PRIOR_EMPTY);
+                     2 + EPOCH_MEMBERS + 2 + PRIOR_EMPTY + EPOCH_TAIL);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
 
     body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED, FRAME_MAX_TEXT + 1,
-                     2 + EPOCH_MEMBERS + 2 + PRIOR_EMPTY);
+                     2 + EPOCH_MEMBERS + 2 + PRIOR_EMPTY + EPOCH_TAIL);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
 
     /* members_why, after an empty reason and waiting. */
     body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS, FRAME_MAX_WAITING,
-                     PRIOR_EMPTY);
+                     PRIOR_EMPTY + EPOCH_TAIL);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
     cr_assert_eq(strlen(e.members_why), FRAME_MAX_WAITING);
 
     body_with_string(buf, FRAME_EPOCH, EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS, FRAME_MAX_WAITING + 1,
-                     PRIOR_EMPTY);
+                     PRIOR_EMPTY + EPOCH_TAIL);
     buf[FRAME_HEADER_SIZE + EPOCH_PHASE] = EPOCH_BREAK;
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
 
     /* The prior's reason, then its members_why, the last string. */
-    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT, 2);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT, 2 + EPOCH_TAIL);
     as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
     cr_assert_eq(strlen(e.prior.reason), FRAME_MAX_TEXT);
 
-    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT + 1, 2);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED, FRAME_MAX_TEXT + 1,
+                     2 + EPOCH_TAIL);
     as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
 
-    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING, 0);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING,
+                     EPOCH_TAIL);
     as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_OK);
     cr_assert_eq(strlen(e.prior.members_why), FRAME_MAX_WAITING);
 
-    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING + 1, 0);
+    body_with_string(buf, FRAME_EPOCH, EPOCH_EMPTY + PRIOR_FIXED + 2, FRAME_MAX_WAITING + 1,
+                     EPOCH_TAIL);
     as_lap_with_prior(buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_epoch(&h, buf + FRAME_HEADER_SIZE, &e), FRAME_EMALFORMED);
@@ -1695,6 +1708,8 @@ static int rnd_frame(any_frame *f)
         f->epoch.members = rnd();
         f->epoch.members_epoch = (uint32_t)rnd();
         rnd_str(f->epoch.members_why, FRAME_MAX_WAITING);
+        f->epoch.prev_members = rnd();
+        f->epoch.confirmed = rnd();
         /* Half of them carry a prior, which must be of prev_epoch. */
         if (f->epoch.prev_epoch && rnd() % 2) {
             frame_prior *p = &f->epoch.prior;
