@@ -65,7 +65,7 @@ for t in json.load(sys.stdin)["tests"]:
         if p["name"] == "ENVIRONMENT":
             print(" ".join(shlex.quote(v) for v in p["value"]))')
 [ -n "$elastic_env" ] || { echo "stress: no test_elastic in $dir" >&2; exit 2; }
-names=(outcomes faults faults_2_streams elastic)
+names=(outcomes faults faults_2_streams elastic one_outcome)
 command_of() { # name seed chaos-seconds: the command line that runs it
     local env="RINGD_TEST_SEED=$2 RINGD_CHAOS_MS=$(($3 * 1000))"
     case $1 in
@@ -82,14 +82,19 @@ command_of() { # name seed chaos-seconds: the command line that runs it
         echo "env $elastic_env RINGD_TEST_SEED=$2 RINGD_ELASTIC_CHAOS_S=$3" \
              "/usr/bin/python3 -m pytest -q -s -p no:cacheprovider" \
              "$root/tests/elastic/test_elastic.py -k test_a_minute_of_random_kills_and_returns" ;;
+    one_outcome) # a host frozen past evict_after 20 times, then restarted 6 (about 2.5 min)
+        echo "env $elastic_env RINGD_TEST_SEED=$2" \
+             "/usr/bin/python3 -m pytest -q -s -p no:cacheprovider" \
+             "$root/tests/elastic/test_one_outcome.py -k 'frozen or restarted'" ;;
     esac
 }
 # What broke, from a failed run's output (the tests' own words).
 why_failed() { # log exit-status
     if [ "$2" = 124 ] || [ "$2" = 137 ]; then echo "hung: killed after $run_limit s"
     elif grep -q "mixed sum" "$1"; then echo "a mixed sum"
-    elif grep -Eq "got OK for a collective|different results for one collective" "$1"; then
+    elif grep -Eq "got OK for a collective|different results for one collective|a success on one and an error on another" "$1"; then
         echo "a split outcome"
+    elif grep -q "different outcomes" "$1"; then echo "different errors for one call"
     elif grep -Eq "a call took [0-9]+ ms|'deadline'" "$1"; then
         echo "a call past its deadline and margin"
     elif grep -Eq "element [0-9]+ of iteration|'wrong'" "$1"; then echo "a wrong sum"
