@@ -248,3 +248,95 @@ def test_ddp_trains_four_replicas_like_one_process(pool, dtype, bucket_cap_mb):
     for w in weights[1:]:
         assert w.tobytes() == weights[0].tobytes(), "replicas differ"
     assert np.abs(weights[0] - train(dtype, steps=10)).max() <= TOLERANCE[dtype]
+
+
+# ---- futures whose callbacks issue collectives (issue 26) ----
+
+
+def rank_collective_in_a_callback(c):
+    """A then() callback that issues a collective and waits for it, as
+    PowerSGD's hooks do: the callback runs on a thread that may wait, and
+    the collective it waits for completes."""
+    dist.init_process_group("ringd")
+    try:
+        r = dist.get_rank()
+
+        def twice(fut):
+            t = fut.value()[0] * 2
+            dist.all_reduce(t)  # synchronous, inside the callback
+            inner = dist.all_reduce(t + 1, async_op=True).get_future()
+            return inner.wait()[0]  # a future waited on inside the callback
+
+        t = torch.full((3,), float(r + 1))
+        out = dist.all_reduce(t, async_op=True).get_future().then(twice).wait()
+        chained = (dist.all_reduce(torch.ones(2), async_op=True).get_future()
+                   .then(lambda f: f.value()[0] + 1)
+                   .then(lambda f: dist.all_reduce(f.value(), async_op=True).get_future().wait()[0]))
+        return out.tolist(), chained.wait().tolist()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_callback_may_issue_and_wait_on_collectives(pool):
+    # 1+2+3+4 = 10; x2, summed: 80; +1, summed: 324. ones summed: 4; +1: 5; summed: 20.
+    for out, chained in pool.run(rank_collective_in_a_callback, timeout=30):
+        assert out == [324.0] * 3
+        assert chained == [20.0] * 2
+
+
+def rank_ddp_hook(c, hook_name, steps, backend, store_dir=None):
+    """DDP with one of torch's communication hooks: the same model and
+    batches on ringd and, with backend "gloo", over a file store."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    from torch.nn.parallel import DistributedDataParallel
+
+    if backend == "ringd":
+        dist.init_process_group("ringd")
+    else:
+        dist.init_process_group("gloo", init_method=f"file://{store_dir}/store",
+                                rank=c.rank, world_size=c.size)
+    try:
+        torch.manual_seed(5)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                    torch.nn.Linear(32, 4)).double()
+        ddp = DistributedDataParallel(model, bucket_cap_mb=0.001)
+        if hook_name == "fp16":
+            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        else:
+            state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                                                start_powerSGD_iter=2, random_seed=7)
+            hook = (powerSGD_hook.powerSGD_hook if hook_name == "powerSGD"
+                    else powerSGD_hook.batched_powerSGD_hook)
+            ddp.register_comm_hook(state, hook)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+        gen = torch.Generator().manual_seed(100 + c.rank)
+        losses = []
+        for _ in range(steps):
+            x = torch.randn(8, 16, generator=gen, dtype=torch.float64)
+            y = torch.randn(8, 4, generator=gen, dtype=torch.float64)
+            loss = torch.nn.functional.mse_loss(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        w = torch.cat([p.detach().flatten() for p in model.parameters()]).numpy().copy()
+        return w, losses
+    finally:
+        dist.destroy_process_group()
+
+
+# torch 1.13's batched_powerSGD_hook cannot run on any backend: it hands
+# 2-D matrices to _orthogonalize(), which asserts that they are 3-D.
+@pytest.mark.parametrize("hook_name", ["powerSGD", "fp16"])
+def test_ddp_with_torchs_compression_hooks_matches_gloo(pool, tmp_path, hook_name):
+    steps = 6
+    ours = pool.run(rank_ddp_hook, hook_name, steps, "ringd", timeout=120)
+    for w, _ in ours[1:]:
+        assert w.tobytes() == ours[0][0].tobytes(), "replicas differ"
+    theirs = pool.run(rank_ddp_hook, hook_name, steps, "gloo", str(tmp_path), timeout=120)
+    # The same algorithm on the same inputs; only the order of additions
+    # (and, for fp16, its rounding) differ.
+    tol = 1e-3 if hook_name == "fp16" else 1e-6
+    assert np.abs(ours[0][0] - theirs[0][0]).max() <= tol
+    assert np.allclose([l for _, ls in ours for l in ls], [l for _, ls in theirs for l in ls],
+                       rtol=tol, atol=tol)

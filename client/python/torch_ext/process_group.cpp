@@ -16,16 +16,27 @@
  * submission on that connection is what makes a process one rank, whoever
  * (DDP, the Horovod-style helpers, NumPy code) submits.
  *
- * RingdWork::getFuture() is what DDP waits on: a c10 Future completed by the
- * Python work's done callback, in whichever thread completes the request
- * (the connection's progress thread when nobody waits on it).
+ * RingdWork::getFuture() is what DDP waits on: a c10 Future, completed once
+ * the Python work's done callback has run. Not in that callback's thread,
+ * though: that thread completes requests for the whole connection (the
+ * progress thread, or a thread waiting), and a future's callbacks run where
+ * it is marked completed, and may issue collectives and wait on them
+ * (PowerSGD's hooks do). The futures are completed by a Completer's
+ * threads instead.
  */
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -98,6 +109,72 @@ std::exception_ptr as_cpp_error(const py::handle &err) {
     return std::make_exception_ptr(std::runtime_error(text));
 }
 
+/* Runs the completions of c10 futures, and so their callbacks, on threads
+ * of its own. A callback may wait for a collective whose own future needs
+ * a thread to complete it: whenever more completions are queued than
+ * threads are idle, another thread starts, so a waiting callback never
+ * holds up the completion it waits for. Threads idle for a while end, one
+ * is kept. One per process; a child after fork() starts afresh (the
+ * parent's threads are not in it). */
+class Completer {
+  public:
+    static void post(std::function<void()> fn) {
+        static std::mutex guard;
+        static Completer *one = nullptr;
+        static pid_t pid = 0;
+        Completer *c;
+        {
+            std::lock_guard<std::mutex> g(guard);
+            if (!one || pid != getpid()) {
+                one = new Completer(); /* the parent's, if any, is left: its lock may be held */
+                pid = getpid();
+            }
+            c = one;
+        }
+        c->enqueue(std::move(fn));
+    }
+
+  private:
+    static constexpr std::chrono::seconds kIdle{10};
+
+    void enqueue(std::function<void()> fn) {
+        std::unique_lock<std::mutex> lock(m_);
+        queue_.push_back(std::move(fn));
+        if (queue_.size() > idle_) {
+            threads_++;
+            std::thread([this] { work(); }).detach();
+        } else {
+            ready_.notify_one();
+        }
+    }
+
+    void work() {
+        std::unique_lock<std::mutex> lock(m_);
+        for (;;) {
+            while (queue_.empty()) {
+                idle_++;
+                bool woken = ready_.wait_for(lock, kIdle, [this] { return !queue_.empty(); });
+                idle_--;
+                if (!woken && threads_ > 1) {
+                    threads_--;
+                    return;
+                }
+            }
+            std::function<void()> fn = std::move(queue_.front());
+            queue_.pop_front();
+            lock.unlock();
+            fn();
+            lock.lock();
+        }
+    }
+
+    std::mutex m_;
+    std::condition_variable ready_;
+    std::deque<std::function<void()>> queue_;
+    size_t idle_ = 0;
+    size_t threads_ = 0;
+};
+
 /* The name of a reduction as ringd.torch's Backend takes it. */
 const char *op_name(const c10d::ReduceOp &op) {
     switch (op.op_) {
@@ -167,15 +244,14 @@ class RingdWork : public c10d::Work {
         future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
         auto fut = future_;
         auto outputs = outputs_;
-        /* Called once, with the GIL, when the collective has completed. */
+        /* Called once, with the GIL and the connection, when the collective
+         * has completed: the future completes on a Completer thread. */
         pywork_.attr("add_done_callback")(py::cpp_function([fut, outputs](py::object err) {
             if (err.is_none()) {
-                py::gil_scoped_release nogil; /* the future's callbacks are C++ */
-                fut->markCompleted(c10::IValue(outputs));
+                Completer::post([fut, outputs] { fut->markCompleted(c10::IValue(outputs)); });
             } else {
                 std::exception_ptr e = as_cpp_error(err);
-                py::gil_scoped_release nogil;
-                fut->setError(e);
+                Completer::post([fut, e] { fut->setError(e); });
             }
         }));
         return future_;
