@@ -90,6 +90,26 @@ def test_a_rank_killed_by_a_signal_is_blamed_with_it(tmp_path):
     assert "rank 2 was killed by SIGKILL; ranks stopped: 0, 1" in r.stderr
 
 
+def test_a_rank_that_exits_early_with_status_0_is_blamed_for_the_others_failing(tmp_path):
+    r = launcher("-n", "3", code="""
+        import ringd, sys, numpy as np
+        c = ringd.connect()
+        c.allreduce(np.ones(4))
+        if c.rank == 1:
+            sys.exit(0)               # done, it thinks: the others are not
+        c.allreduce(np.ones(4))       # fails on every other rank, naming rank 1
+    """, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "allreduce failed: rank 1 (pid" in r.stderr  # the others' own errors
+    first = [l for l in r.stderr.splitlines() if l.startswith("ringd.launch: rank ")]
+    assert first[0].startswith("ringd.launch: rank 1 (pid"), r.stderr
+    assert "exited with status 0 after" in first[0] and "while the others still needed it" \
+        in first[0], r.stderr
+    tail = r.stderr.rstrip().splitlines()
+    assert tail[-1].startswith("ringd.launch: rank 1 exited with status 0 while the others "
+                               "still needed it; ranks stopped: "), tail[-1]
+
+
 def test_ctrl_c_is_passed_on_to_every_rank(tmp_path):
     code = textwrap.dedent("""
         import signal, sys, time

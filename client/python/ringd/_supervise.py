@@ -87,6 +87,11 @@ class Proc:
                 pass
 
 
+def early(proc):
+    """What to add to a rank's exit to blame it for the others' failure."""
+    return " while the others still needed it" if proc.status == 0 else ""
+
+
 def status_text(status):
     if status < 0:
         try:
@@ -137,9 +142,10 @@ class _Output:
 
 
 def _culprit(failures, procs):
-    """The failure to blame among failures (Procs in the order their exits
-    were seen): the rank that the others' last error messages name, followed
-    from one to the next, else the first seen."""
+    """The rank to blame for failures (Procs in the order their exits were
+    seen): the rank that the others' last error messages name, followed
+    from one to the next, else the first seen. A rank named that exited
+    with status 0 is the one: it left while the others still needed it."""
     by_rank = {p.rank: p for p in procs}
     chosen = failures[0]
     for _ in range(len(procs)):
@@ -149,7 +155,7 @@ def _culprit(failures, procs):
             if m:
                 named = by_rank.get(int(m.group(1)))
                 break
-        if named is None or named is chosen or named.status in (None, 0):
+        if named is None or named is chosen or named.status is None:
             break
         chosen = named
     return chosen
@@ -240,9 +246,11 @@ def supervise(procs, timeout=None, prefix=True, say=None):
         if status:  # a signal or the deadline came first
             return
         failed = _culprit(failures, procs)
-        status = exit_code(failed.status)
+        # A rank that left early exited 0: the job's status is the first
+        # failure's.
+        status = exit_code(failed.status) or exit_code(failures[0].status)
         stop_all(f"rank {failed.rank} (pid {failed.popen.pid}) {status_text(failed.status)} "
-                 f"after {failed.exited_at:.1f} s",
+                 f"after {failed.exited_at:.1f} s{early(failed)}",
                  sorted((p for p in failures if p is not failed), key=lambda p: p.rank))
 
     try:

@@ -45,7 +45,7 @@ import tempfile
 import time
 
 from ._lib import checkout_root
-from ._supervise import GRACE, Proc, status_text, supervise
+from ._supervise import GRACE, Proc, early, status_text, supervise
 
 READY_TIMEOUT = 20.0  # daemon start to socket accepting
 STOP_TIMEOUT = 15.0  # SIGTERM to exit
@@ -286,7 +286,8 @@ def _report(status, failed, procs):
     if failed is not None:
         stopped = [p.rank for p in procs if p is not failed and p.status not in (0, None)]
         also = f"; ranks stopped: {', '.join(map(str, stopped))}" if stopped else ""
-        print(f"ringd.launch: rank {failed.rank} {status_text(failed.status)}{also}",
+        print(f"ringd.launch: rank {failed.rank} {status_text(failed.status)}{early(failed)}"
+              f"{also}",
               file=sys.stderr, flush=True)
 
 
