@@ -1,17 +1,21 @@
 """The torch.distributed backend "ringd", 4 ranks on a ring of 4 real
 daemons: init_process_group("ringd") with no address or store, every
-collective sync and async, errors from wait(), and DistributedDataParallel
-training against one process on the whole batches (training.py).
+collective sync and async, errors from wait(), DistributedDataParallel
+training against one process on the whole batches (training.py), futures
+whose callbacks issue collectives, torch's compression hooks, and the calls
+built on the ring's collectives (gather, scatter, all-to-all, coalesced)
+against Gloo on the same inputs, also with 3 ranks and 2 ranks per host.
 
 The backend's C++ half must be built (the tests are skipped without it:
 CMake builds it when libtorch-dev is installed, except in sanitized builds).
 """
 
+import gc
 import os
 
 import numpy as np
 import pytest
-from conftest import import_torch
+from conftest import import_torch, pool_holder, running_ring
 
 torch = import_torch()
 dist = pytest.importorskip("torch.distributed")
@@ -320,6 +324,11 @@ def rank_ddp_hook(c, hook_name, steps, backend, store_dir=None):
             opt.step()
             losses.append(loss.item())
         w = torch.cat([p.detach().flatten() for p in model.parameters()]).numpy().copy()
+        # The hook's closures hold the process group: dropped here, not by
+        # whichever thread completes a future last (a Gloo worker thread
+        # that ends up destroying its own process group aborts the process).
+        del ddp, opt
+        gc.collect()
         return w, losses
     finally:
         dist.destroy_process_group()
@@ -340,3 +349,133 @@ def test_ddp_with_torchs_compression_hooks_matches_gloo(pool, tmp_path, hook_nam
     assert np.abs(ours[0][0] - theirs[0][0]).max() <= tol
     assert np.allclose([l for _, ls in ours for l in ls], [l for _, ls in theirs for l in ls],
                        rtol=tol, atol=tol)
+
+
+# ---- gather, scatter, all-to-all, the coalesced calls: as Gloo does them (issue 26) ----
+
+
+def rank_more_collectives(c, backend, store_dir=None):
+    """The calls built on the ring's collectives, on inputs that differ by
+    rank and by call, with ringd or with Gloo over a file store."""
+    if backend == "ringd":
+        dist.init_process_group("ringd")
+    else:
+        dist.init_process_group("gloo", init_method=f"file://{store_dir}/store",
+                                rank=c.rank, world_size=c.size)
+    try:
+        r, n = dist.get_rank(), dist.get_world_size()
+        out = {}
+
+        def base(call):
+            return torch.arange(6.0).reshape(2, 3) * (r + 1) + 100 * call
+
+        for call, dst in enumerate((0, n - 1)):
+            got = [torch.empty(2, 3) for _ in range(n)] if r == dst else None
+            dist.gather(base(call), got, dst=dst)
+            out[f"gather {dst}"] = [g.tolist() for g in got] if got else None
+        for call, src in enumerate((1, 0)):
+            mine = torch.empty(4)
+            parts = [torch.full((4,), 10.0 * k + call) for k in range(n)] if r == src else None
+            dist.scatter(mine, parts, src=src)
+            out[f"scatter {src}"] = mine.tolist()
+        objs = [None] * n if r == 0 else None
+        dist.gather_object({"rank": r, "sq": r * r}, objs, dst=0)
+        out["gather_object"] = objs
+        got = [None]
+        dist.scatter_object_list(got, [f"to {k}" for k in range(n)] if r == 2 else None, src=2)
+        out["scatter_object_list"] = got
+        # Even all_to_all_single: block k goes to rank k.
+        src = torch.arange(n * 2, dtype=torch.float64) + 1000 * r
+        dst = torch.empty(n * 2, dtype=torch.float64)
+        dist.all_to_all_single(dst, src)
+        out["all_to_all_single"] = dst.tolist()
+        # Uneven: rank r sends k + r + 1 rows of 2 to rank k.
+        send = [k + r + 1 for k in range(n)]
+        recv = [r + j + 1 for j in range(n)]
+        src = torch.arange(sum(send) * 2, dtype=torch.int64).reshape(-1, 2) + 10000 * r
+        dst = torch.empty(sum(recv), 2, dtype=torch.int64)
+        work = dist.all_to_all_single(dst, src, recv, send, async_op=True)
+        work.wait()
+        out["all_to_all_single uneven"] = dst.tolist()
+        if backend == "ringd":  # Gloo has no all_to_all of lists
+            # Another shape per pair: rank j sends rank r (r + 1, j + 1) of 10 j + r.
+            ins = [torch.full((k + 1, r + 1), float(10 * r + k)).t() for k in range(n)]
+            outs = [torch.empty(r + 1, j + 1) for j in range(n)]
+            dist.all_to_all(outs, [i.contiguous() for i in ins])
+            out["all_to_all"] = [o.tolist() for o in outs]
+        ts = [torch.full((3,), float(r + 1)), torch.arange(4.0).reshape(2, 2) * (r + 1)]
+        dist.all_reduce_coalesced(ts)
+        out["all_reduce_coalesced"] = [t.tolist() for t in ts]
+        ins = [torch.tensor([float(r)]), torch.full((2, 2), r + 0.5)]
+        outs = [[torch.empty(1), torch.empty(2, 2)] for _ in range(n)]
+        dist.all_gather_coalesced(outs, ins)
+        out["all_gather_coalesced"] = [[t.tolist() for t in o] for o in outs]
+        red = torch.full((3,), float(r + 1))
+        dist.reduce(red, dst=1)
+        out["reduce"] = red.tolist()  # only rank 1's buffer changes
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module", params=["4 hosts", "3 hosts", "2 hosts x 2 ranks"])
+def rings(request, _pool_holder):
+    """Rank processes of the session's 4 hosts, of 3 hosts, and of 2 hosts
+    with 2 ranks each."""
+    if request.param == "4 hosts":
+        yield _pool_holder
+        return
+    hosts, local = (3, 1) if request.param == "3 hosts" else (2, 2)
+    with running_ring(hosts, local) as ring, pool_holder(ring) as holder:
+        yield holder
+
+
+def test_gather_scatter_all_to_all_and_coalesced_calls_give_what_gloo_gives(rings, tmp_path):
+    pool = rings.get()
+    ours = pool.run(rank_more_collectives, "ringd", timeout=60)
+    theirs = pool.run(rank_more_collectives, "gloo", str(tmp_path), timeout=60)
+    n = len(ours)
+    total = n * (n + 1) / 2
+    for r in range(n):
+        assert ours[r].pop("all_to_all") == [[[10.0 * j + r] * (j + 1)] * (r + 1)
+                                             for j in range(n)]
+        # Gloo leaves partial sums in reduce's other buffers; ringd, nothing.
+        assert ours[r].pop("reduce") == ([total] * 3 if r == 1 else [r + 1.0] * 3)
+        gloo_reduce = theirs[r].pop("reduce")
+        if r == 1:
+            assert gloo_reduce == [total] * 3
+        assert ours[r] == theirs[r], (r, {k: (v, theirs[r].get(k)) for k, v in ours[r].items()
+                                          if v != theirs[r].get(k)})
+    # And what they are, in case both are wrong the same way.
+    assert ours[0]["gather 0"][2] == [[3.0 * v for v in row] for row in [[0, 1, 2], [3, 4, 5]]]
+    assert ours[1]["gather 0"] is None
+    assert ours[n - 1]["scatter 1"] == [10.0 * (n - 1)] * 4
+    assert ours[0]["gather_object"] == [{"rank": k, "sq": k * k} for k in range(n)]
+    assert ours[n - 1]["scatter_object_list"] == [f"to {n - 1}"]
+    assert ours[1]["all_to_all_single"] == [1000.0 * j + 2 + e for j in range(n) for e in (0, 1)]
+
+
+def rank_bad_all_to_all(c):
+    dist.init_process_group("ringd")
+    try:
+        r, n = dist.get_rank(), dist.get_world_size()
+        send = [2] * n
+        recv = [2] * n
+        if r == 1:
+            send[3] = 1  # rank 3 expects 2 rows from rank 1
+        src = torch.zeros(sum(send), 3)
+        dst = torch.zeros(sum(recv), 3)
+        try:
+            dist.all_to_all_single(dst, src, recv, send)
+        except ringd.RingError as e:
+            return e.code, str(e)
+        return None
+    finally:
+        dist.destroy_process_group()
+
+
+def test_an_all_to_all_whose_sizes_disagree_fails_alike_on_every_rank(pool):
+    got = pool.run(rank_bad_all_to_all, timeout=30)
+    assert got[0] is not None and got[0][0] == ringd.EMISMATCH
+    assert "rank 1 sends 1 rows to rank 3, which expects 2 from it" in got[0][1]
+    assert all(g == got[0] for g in got), got

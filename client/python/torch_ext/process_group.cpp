@@ -293,10 +293,7 @@ class ProcessGroupRingd : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
                                              std::vector<at::Tensor> &inputs,
                                              const c10d::AllgatherOptions &) override {
-        std::vector<at::Tensor> flat;
-        for (auto &list : outputs)
-            flat.insert(flat.end(), list.begin(), list.end());
-        return call(c10d::OpType::ALLGATHER, flat, "allgather", outputs, inputs);
+        return call(c10d::OpType::ALLGATHER, flatten(outputs), "allgather", outputs, inputs);
     }
 
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
@@ -317,11 +314,58 @@ class ProcessGroupRingd : public c10d::ProcessGroup {
                     input, op_name(opts.reduceOp));
     }
 
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override {
+        return call(c10d::OpType::ALLREDUCE_COALESCED, tensors, "allreduce_coalesced", tensors,
+                    op_name(opts.reduceOp));
+    }
+
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+        std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &) override {
+        return call(c10d::OpType::ALLGATHER_COALESCED, flatten(outputs), "allgather_coalesced",
+                    outputs, inputs);
+    }
+
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::GatherOptions &opts) override {
+        return call(c10d::OpType::GATHER, flatten(outputs), "gather", outputs, inputs,
+                    opts.rootRank);
+    }
+
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+                                           std::vector<std::vector<at::Tensor>> &inputs,
+                                           const c10d::ScatterOptions &opts) override {
+        return call(c10d::OpType::SCATTER, outputs, "scatter", outputs, inputs, opts.rootRank);
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+                                                 std::vector<int64_t> &output_splits,
+                                                 std::vector<int64_t> &input_splits,
+                                                 const c10d::AllToAllOptions &) override {
+        return call(c10d::OpType::ALLTOALL_BASE, {output}, "alltoall_base", output, input,
+                    output_splits, input_splits);
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
+                                            std::vector<at::Tensor> &inputs,
+                                            const c10d::AllToAllOptions &) override {
+        return call(c10d::OpType::ALLTOALL, outputs, "alltoall", outputs, inputs);
+    }
+
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override {
         return call(c10d::OpType::BARRIER, {}, "barrier");
     }
 
   private:
+    static std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>> &lists) {
+        std::vector<at::Tensor> flat;
+        for (auto &list : lists)
+            flat.insert(flat.end(), list.begin(), list.end());
+        return flat;
+    }
+
     /* backend_.method(args...) with the GIL; a Python exception (bad op,
      * RingError at submission) propagates as itself. */
     template <typename... Args>

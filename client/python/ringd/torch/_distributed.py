@@ -45,9 +45,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .. import _core, _lib
+from .. import _agree, _core, _lib
 from . import _tensors
-from ._tensors import agree
+from ._tensors import agree, signature
 
 NAME = "ringd"
 EXTENSION = "_ringd_pg"
@@ -223,6 +223,193 @@ class Backend:
 
     def barrier(self):
         return Work([self.conn._submit_ptr(_lib.COLL_BARRIER, "barrier", name="barrier")])
+
+    # The collectives below are built on the ring's own. Each costs what the
+    # one it stands on costs, which on a ring is near the least any can:
+    # gather is an allgather (the root's incoming link carries the other
+    # ranks' data either way); scatter a broadcast of every block, N/(N-1)
+    # of a scatter's; all-to-all an allgather of every rank's whole input,
+    # twice what a one-way ring's all-to-all moves in all, and N times its
+    # memory.
+
+    def gather(self, output_lists, inputs, root):
+        what = "gather"
+        inp = self._one(inputs, what)
+        outs = None
+        if self.conn.rank == root:
+            outs = self._one(output_lists, what, self._list)
+            self._blocks(what, outs, inp)
+        elif any(len(o) for o in output_lists):
+            raise ValueError(f"{what}: only the root, rank {root}, passes a gather_list")
+        _agree.check_same(self.conn, what, [signature("tensor", inp), ("root", (root,), "")])
+        flat = torch.empty((self.conn.size,) + tuple(inp.shape), dtype=inp.dtype)
+
+        def done():
+            if outs is not None:
+                with torch.no_grad():
+                    for o, block in zip(outs, flat):
+                        o.copy_(block)
+
+        return self._gather_into(what, flat, inp, done)
+
+    def scatter(self, outputs, input_lists, root):
+        what = "scatter"
+        out = self._one(outputs, what)
+        flat = torch.empty((self.conn.size,) + tuple(out.shape), dtype=out.dtype)
+        if self.conn.rank == root:
+            ins = self._one(input_lists, what, self._list)
+            self._blocks(what, ins, out)
+            with torch.no_grad():
+                for block, i in zip(flat, ins):
+                    block.copy_(i)
+        elif any(len(i) for i in input_lists):
+            raise ValueError(f"{what}: only the root, rank {root}, passes a scatter_list")
+        _agree.check_same(self.conn, what, [signature("tensor", out), ("root", (root,), "")])
+        me = self.conn.rank
+
+        def done():
+            with torch.no_grad():
+                out.copy_(flat[me])
+
+        nbytes = flat.numel() * flat.element_size()
+        return Work([self._bytes(_lib.COLL_BROADCAST, what, flat, nbytes, root=root,
+                                 keep=(out, flat), done=done)])
+
+    def _blocks(self, what, tensors, like):
+        if len(tensors) != self.conn.size or any(
+                t.shape != like.shape or t.dtype != like.dtype for t in tensors):
+            raise ValueError(f"{what}: expected {self.conn.size} tensors of shape "
+                             f"{tuple(like.shape)} and dtype {like.dtype}, one per rank")
+
+    def alltoall_base(self, output, input, output_splits, input_splits):
+        what = "all_to_all_single"
+        if output.dtype != input.dtype or tuple(output.shape[1:]) != tuple(input.shape[1:]):
+            raise ValueError(f"{what}: output {tuple(output.shape)} {output.dtype} and input "
+                             f"{tuple(input.shape)} {input.dtype} differ beyond their first "
+                             "dimension")
+        if input.dim() == 0:
+            raise ValueError(f"{what}: the tensors need a first dimension to split")
+        ins = self._splits(what, "input", input, input_splits)
+        outs = self._splits(what, "output", output, output_splits)
+        row = input[0].numel() if input.shape[0] else int(np.prod(input.shape[1:], dtype=np.int64))
+        return self._alltoall(what, input.reshape(-1), ins, outs, row,
+                              lambda flat_out: output.copy_(flat_out.view(output.shape)))
+
+    def _splits(self, what, which, t, splits):
+        n = self.conn.size
+        if not splits:
+            if t.shape[0] % n:
+                raise ValueError(f"{what}: the {which}'s first dimension, {t.shape[0]}, does not "
+                                 f"split into {n} equal parts; pass {which}_split_sizes")
+            return [t.shape[0] // n] * n
+        splits = [int(k) for k in splits]
+        if len(splits) != n or min(splits) < 0 or sum(splits) != t.shape[0]:
+            raise ValueError(f"{what}: {which}_split_sizes {splits} must be {n} sizes summing to "
+                             f"the {which}'s first dimension, {t.shape[0]}")
+        return splits
+
+    def alltoall(self, outputs, inputs):
+        what = "all_to_all"
+        n = self.conn.size
+        self._list(outputs, what)
+        self._list(inputs, what)
+        if len(outputs) != n or len(inputs) != n:
+            raise ValueError(f"{what}: expected {n} output and {n} input tensors, one per rank")
+        dtypes = {t.dtype for t in outputs + inputs}
+        if len(dtypes) != 1:
+            raise ValueError(f"{what}: the tensors must have one dtype, not "
+                             f"{', '.join(sorted(map(str, dtypes)))}")
+        flat_in = torch.cat([t.reshape(-1) for t in inputs])
+        ins = [t.numel() for t in inputs]
+        outs = [t.numel() for t in outputs]
+
+        def done(flat_out):
+            at = 0
+            for t in outputs:
+                t.copy_(flat_out[at: at + t.numel()].view(t.shape))
+                at += t.numel()
+
+        return self._alltoall(what, flat_in, ins, outs, 1, done)
+
+    def _alltoall(self, what, flat_in, ins, outs, row, done):
+        """Every rank sends ins[j] rows of row elements of flat_in to rank j
+        and receives outs[j] from rank j: first every rank learns every
+        rank's sizes (one small allgather, so that all see the same
+        mismatch), then the inputs, padded to the longest, are allgathered
+        and each rank keeps its blocks."""
+        n, me = self.conn.size, self.conn.rank
+        sizes = self.conn.allgather(np.array(ins + outs, np.int64),
+                                    name=_tensors.label(f"sizes of {what}"))
+        sent, got = sizes[:, :n], sizes[:, n:]
+        for j in range(n):
+            for k in range(n):
+                if sent[j, k] != got[k, j]:
+                    raise _lib.make_error(
+                        _lib.EMISMATCH, f"{what}: rank {j} sends {sent[j, k]} rows to rank {k}, "
+                        f"which expects {got[k, j]} from it")
+        longest = int(sent.sum(axis=1).max()) * row
+        src = torch.zeros(max(longest, 1), dtype=flat_in.dtype)
+        src[: flat_in.numel()] = flat_in
+        flat = torch.empty((n, src.numel()), dtype=src.dtype)
+        total = int(got[me].sum()) * row
+        mine = torch.empty(total, dtype=src.dtype)
+
+        def finish():
+            with torch.no_grad():
+                at = 0
+                for j in range(n):
+                    off = int(sent[j, :me].sum()) * row
+                    k = int(sent[j, me]) * row
+                    mine[at: at + k] = flat[j, off: off + k]
+                    at += k
+                done(mine)
+
+        return self._gather_into(what, flat, src, finish)
+
+    def allreduce_coalesced(self, tensors, op):
+        what = "all_reduce_coalesced"
+        self._list(tensors, what)
+        if len({t.dtype for t in tensors}) > 1:
+            raise ValueError(f"{what}: the tensors must have one dtype")
+        if not tensors:
+            return Work([])
+        agree(self.conn, what, [(f"tensor {i}", t) for i, t in enumerate(tensors)])
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+
+        def done():
+            at = 0
+            with torch.no_grad():
+                for t in tensors:
+                    t.copy_(flat[at: at + t.numel()].view(t.shape))
+                    at += t.numel()
+
+        return Work([self._reduce(_lib.COLL_ALLREDUCE, what, flat, None, op, (tensors, flat),
+                                  done)])
+
+    def allgather_coalesced(self, output_lists, inputs):
+        what = "all_gather_coalesced"
+        n = self.conn.size
+        self._list(inputs, what)
+        if len(output_lists) != n or any(
+                len(outs) != len(inputs) or any(o.shape != i.shape or o.dtype != i.dtype
+                                                 for o, i in zip(outs, inputs))
+                for outs in output_lists):
+            raise ValueError(f"{what}: expected {n} lists of tensors shaped like the inputs")
+        if len({t.dtype for t in inputs}) > 1:
+            raise ValueError(f"{what}: the tensors must have one dtype")
+        agree(self.conn, what, [(f"tensor {i}", t) for i, t in enumerate(inputs)])
+        src = torch.cat([t.reshape(-1) for t in inputs]) if inputs else torch.empty(0)
+        flat = torch.empty((n, src.numel()), dtype=src.dtype)
+
+        def done():
+            with torch.no_grad():
+                for outs, block in zip(output_lists, flat):
+                    at = 0
+                    for o in outs:
+                        o.copy_(block[at: at + o.numel()].view(o.shape))
+                        at += o.numel()
+
+        return self._gather_into(what, flat, src, done)
 
 
 # ---- the extension -------------------------------------------------------------------
