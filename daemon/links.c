@@ -80,6 +80,10 @@ struct links {
     uint64_t probed_at;     /* uv_now() of the last probe */
     int excluded_by;        /* -1: none */
     uint64_t excluded;      /* hosts between excluded_by and this one */
+    /* Hosts the right link has tried at once, without waiting out the
+     * backoff or the next tick, because they showed signs of life while it
+     * was down (heard_from(), on_link_failed()); once each until it is up. */
+    uint64_t hastened;
     uv_timer_t leave_timer; /* drops the links once the LEAVE is out */
 };
 
@@ -323,6 +327,15 @@ static void close_over(links *l, const char *why)
     retarget(l, next, text);
 }
 
+/* The right link's target, farther than the nearest host, refused this one
+ * for a nearer left neighbour: that neighbour is up and reaches it, so the
+ * hosts between may be back; the nearest is tried again. */
+static void search_nearest(links *l)
+{
+    l->refused_by = l->target;
+    retarget(l, l->right_host, "refused by a farther host: looking for the nearest again");
+}
+
 /* Every few hundred milliseconds: whether the right link's host has been
  * out of reach for evict_after, and whether a ring below min_hosts should
  * look for the hosts it closed over again (a split network heals). */
@@ -367,8 +380,7 @@ static void on_elastic(uv_timer_t *timer)
     }
     /* A farther host that refuses has a nearer left neighbour: search again. */
     if (t != nearest && tried && peer_refused(l->right)) {
-        l->refused_by = t;
-        retarget(l, nearest, "refused by a farther host: looking for the nearest again");
+        search_nearest(l);
         return;
     }
     if (now - l->failing_since < evict) return;
@@ -392,6 +404,41 @@ static void on_probed(void *data, int host, int status)
     snprintf(why, sizeof why, "%s answers again: the cut has healed", host_name(l, host));
     epochs_note(&l->ep, why);
     retarget(l, host, why);
+}
+
+/* A sign of life of host h while the right link is down: a lap h started
+ * came round to this host, or h's HELLO reached its listener. If h is the
+ * host the right link tries, it is tried at once: it is back (its daemon
+ * restarted, say), and waiting out the backoff would keep the ring without
+ * it for up to backoff_max. Once while the right link is down: a host that
+ * others reach and this one cannot (an asymmetric cut) keeps sending signs
+ * of life, and is not to be tried over and over. A host closed over is not
+ * taken back this way but through the host beyond, which has it as its
+ * left neighbour again: that host drops this one's link, or refuses it
+ * (on_link_failed()). Trying it before that refusal would spend its one
+ * attempt before close_over() could tell a failure from an asymmetric cut. */
+static void heard_from(links *l, int h)
+{
+    if (!l->elastic || l->left_ring || h != l->target || peer_state(l->right) != LINK_DOWN) return;
+    if ((l->hastened & BIT(h)) || (l->cut & BIT(h))) return;
+    l->hastened |= BIT(h);
+    log_info("right link: %s shows signs of life: trying it at once", host_name(l, h));
+    peer_retry_now(l->right);
+}
+
+/* An attempt of the right link ended without it coming up. A refusal by a
+ * farther host for a nearer left neighbour is news that the ring changes
+ * there (a host is back): the nearest host is tried at once, not at the
+ * next tick, once while the right link is down; the tick does the rest. */
+static void on_link_failed(void *owner, peer *p)
+{
+    links *l = owner;
+    /* A connection closed by retarget() belongs to the old target. */
+    if (!l->elastic || l->left_ring || peer_host(p) != l->target) return;
+    if (l->target == l->right_host || !peer_refused(p) || (l->hastened & BIT(l->right_host)))
+        return;
+    l->hastened |= BIT(l->right_host);
+    search_nearest(l);
 }
 
 /* A host leaves for good: the hosts up to its left neighbour pass it on,
@@ -450,6 +497,7 @@ static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
     case EPOCH_DROP:
         break;
     }
+    heard_from(l, (int)e.origin);
 }
 
 /* ---- the links' events ---- */
@@ -477,6 +525,7 @@ static void on_link_up(void *owner, peer *p)
             l->skipped |= BIT(h);
         l->gone &= ~BIT(l->target);
         l->failing_since = 0;
+        l->hastened = 0;
     }
     l->cb.on_up(l->data, LINK_RIGHT);
     start_lap(l, EPOCH_FORM, 0, NULL);
@@ -573,8 +622,9 @@ static void on_welcomed(void *owner, peer *p, const frame_welcome *w)
     epochs_raise(&l->ep, w->epoch);
 }
 
-static const peer_ops link_ops = {on_link_up,      on_link_down, on_link_data, on_link_payload,
-                                  on_link_control, on_link_sent, hello_epoch,  on_welcomed};
+static const peer_ops link_ops = {on_link_up,      on_link_down,    on_link_data,
+                                  on_link_payload, on_link_control, on_link_sent,
+                                  hello_epoch,     on_welcomed,     on_link_failed};
 
 /* ---- the listener's events ---- */
 
@@ -617,7 +667,10 @@ static int may_take_left(links *l, int from, int cut, char *why, size_t len)
 static int admit(void *owner, const frame_hello *h, char *why, size_t len)
 {
     links *l = owner;
-    return l->elastic ? may_take_left(l, (int)h->from_pos, h->cut, why, len) : 0;
+    if (!l->elastic) return 0;
+    int rc = may_take_left(l, (int)h->from_pos, h->cut, why, len);
+    heard_from(l, (int)h->from_pos);
+    return rc;
 }
 
 static void on_accepted(void *owner, conn *c, int from)

@@ -85,13 +85,19 @@ static void on_conn_closed(void *owner, conn *c, const char *why)
     if (was == LINK_UP) {
         p->env.stats->breaks++;
         p->backoff_ms = p->env.cfg->backoff_initial_ms;
-        p->ops->down(p->owner, p, why);
     } else if (p->role == PEER_CONNECTOR) {
         const cfg_host *h = &p->env.cfg->hosts[p->host];
         log_limited(&p->connect_rl, uv_now(p->env.loop), CONNECT_LOG_MS, LOG_WARN,
                     "cannot reach %s %s (%s): %s; retrying", p->what, h->name, h->address, why);
     }
+    /* The next attempt is scheduled before the owner hears how this one
+     * ended, so that it may bring it forward (peer_retry_now(), or
+     * peer_set_host() to another host) without the backoff undoing that. */
     if (p->role == PEER_CONNECTOR) schedule_retry(p);
+    if (was == LINK_UP)
+        p->ops->down(p->owner, p, why);
+    else if (p->role == PEER_CONNECTOR && p->ops->failed)
+        p->ops->failed(p->owner, p);
 }
 
 static void link_up(peer *p)

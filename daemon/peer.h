@@ -47,7 +47,8 @@ typedef struct peer peer;
 typedef struct {
     /* The link is up (every stream of it). */
     void (*up)(void *owner, peer *p);
-    /* A link that was up is lost (why says how); the connector retries. */
+    /* A link that was up is lost (why says how); the connector retries,
+     * after the first backoff step unless the owner brings it forward. */
     void (*down)(void *owner, peer *p, const char *why);
     /* A DATA header arrived: a reader_verdict with *dst, or a negative
      * RINGD_E* code with a message in why (the link is then closed). */
@@ -65,6 +66,11 @@ typedef struct {
     uint32_t (*hello_epoch)(void *owner, peer *p);
     /* Connector: the acceptor accepted; w->epoch is its epoch field. */
     void (*welcomed)(void *owner, peer *p, const frame_welcome *w);
+    /* Connector: an attempt ended without the link coming up (refused, as
+     * peer_refused() says, or failed) and the next one waits out the
+     * backoff, unless the owner calls peer_retry_now() or peer_set_host()
+     * now. NULL: not told. */
+    void (*failed)(void *owner, peer *p);
 } peer_ops;
 
 /* A peer in env (which must outlive it) for host `host` (a position in
