@@ -4,9 +4,13 @@ each rank its rows of every global batch, and DistributedOptimizer(...,
 balance=) or DistributedDataParallel with balanced_allreduce_hook combines
 the gradients by rows; either trains like one process on the whole global
 batches (training.py's model and data), while the split moves rows away
-from the slow rank.
+from the slow rank; and examples/train_balanced.py, on 4 hosts, checks
+itself.
 """
 
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -110,3 +114,17 @@ def test_distributed_optimizer_with_balance_trains_like_one_process(pools3):
 
 def test_ddp_with_the_balanced_hook_trains_like_one_process(pools3, tmp_path):
     check(pools3.get().run(rank_ddp, str(tmp_path / "store"), timeout=120))
+
+
+def test_the_example_trains_the_same_weights_balanced_or_not(tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    source = os.path.join(here, "..", "..")
+    env = dict(os.environ, PYTHONPATH=os.path.join(source, "client", "python"),
+               PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, os.path.join(source, "examples", "train_balanced.py"),
+                        "--launch", "4", "--epochs", "2", "--samples", "1536"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("replicas bit-identical") == 2, r.stdout
+    assert "max |weight difference| between the runs" in r.stdout
+    assert r.stdout.rstrip().endswith("OK"), r.stdout
