@@ -96,6 +96,31 @@ def test_split_is_a_function_of_its_inputs_alone():
     assert balance.split(*args) == balance.split(*args)
 
 
+class FakeConn:
+    """Rank 0 of a ring whose size the test changes, as a resize would."""
+
+    rank = 0
+
+    def __init__(self, size):
+        self.size = size
+
+
+def test_a_resized_ring_starts_again_from_equal_shares():
+    conn = FakeConn(3)
+    bal = balance.Balancer(conn, B, every=0, report=False)
+    assert bal.slice() == (0, 30)
+    bal.done()
+    conn.size = 2
+    assert bal.slice() == (0, 45)
+    assert bal.rows == [45, 45] and bal.rates == [0.0, 0.0]
+    assert bal.history[-1] == (1, (45, 45))
+
+
+def test_a_global_batch_smaller_than_the_ranks_is_refused():
+    with pytest.raises(ValueError, match="cannot give each of 3 ranks a row"):
+        balance.Balancer(FakeConn(3), 2, report=False)
+
+
 # ---- 3 ranks, one twice as slow per row ----
 
 

@@ -308,7 +308,7 @@ class Balancer:
         try:
             self.conn.report_split(self.rows, self.rates, step=self.steps,
                                    resplits=self.resplits, every=self.every)
-        except _lib.RingError as e:
+        except (_lib.RingError, ValueError) as e:
             # The daemon only shows it; training goes on without.
             warnings.warn(f"ringd.balance: cannot tell the daemon the split: {e}",
                           RuntimeWarning, stacklevel=3)
