@@ -7,11 +7,13 @@
  * requests.c (outstanding requests and replies), shm.c (regions registered
  * with the daemon, staging), collective.c (the collectives), client.c.
  * ringd_membership() is here too: it asks the daemon's STATUS over the
- * client's own session.
+ * client's own session; and ringd_report_split(), which tells the daemon a
+ * balanced job's split.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,4 +169,51 @@ int ringd_membership(ringd_client *c, ringd_membership_info *out)
     }
     free(st);
     return rc;
+}
+
+int ringd_report_split(ringd_client *c, const ringd_split *split)
+{
+    const char *what = "report_split";
+    if (!c) return RINGD_EINVAL;
+    if (!split || split->n_ranks < 1 || !split->rows || !split->rate)
+        return session_fail(&c->s, RINGD_EINVAL,
+                            "%s: needs a split of at least one rank, with rows and rates", what);
+    if (c->s.broken) return requests_broken(c, what);
+    msg_balance *m = calloc(1, sizeof *m);
+    if (!m) return session_fail(&c->s, RINGD_ENOMEM, "%s: out of memory", what);
+    uint64_t rows = 0;
+    int rc = 0;
+    for (int i = 0; i < split->n_ranks && rc == 0; i++) {
+        rows += split->rows[i];
+        if (!(split->rate[i] >= 0 && isfinite(split->rate[i])))
+            rc = session_fail(&c->s, RINGD_EINVAL, "%s: rank %d's rate is %g rows/s", what, i,
+                              split->rate[i]);
+        if (i < MSG_MAX_SHARES)
+            m->split.shares[i] = (msg_share){.rows = split->rows[i], .rate = split->rate[i]};
+    }
+    if (rc == 0 && rows != split->global_batch)
+        rc = session_fail(&c->s, RINGD_EINVAL,
+                          "%s: the ranks' rows sum to %llu, not the global batch of %llu", what,
+                          (unsigned long long)rows, (unsigned long long)split->global_batch);
+    if (rc < 0) {
+        free(m);
+        return rc;
+    }
+    m->id = c->next_id++;
+    m->split.step = split->step;
+    m->split.global_batch = split->global_batch;
+    m->split.resplits = split->resplits;
+    m->split.every = split->every;
+    m->split.n_ranks = (uint32_t)split->n_ranks;
+    uint8_t buf[SESSION_MSG_MAX];
+    int64_t deadline = session_deadline(SESSION_REQUEST_TIMEOUT_MS);
+    int n = msg_encode_balance(buf, sizeof buf, m);
+    uint64_t id = m->id;
+    free(m);
+    rc = n < 0 ? session_fail(&c->s, RINGD_EPROTO, "%s: cannot encode BALANCE", what)
+               : session_send(&c->s, buf, (size_t)n, -1, deadline, what);
+    if (rc < 0) return rc;
+    /* Answered at once, like a REGISTER: results of collectives still in
+     * flight may come first, and complete their requests on the way. */
+    return requests_wait_reply(c, id, deadline, what);
 }

@@ -24,8 +24,10 @@ static const char usage_status[] =
     "left neighbour's data (about 0: that neighbour was there first, so this host\n"
     "or one before it came last). In an elastic ring, also how many hosts are in\n"
     "the ring, which are out and for how long, whether this host left it\n"
-    "(ringctl leave), and the last resize. Connects as an observer: it takes no\n"
-    "rank.\n"
+    "(ringctl leave), and the last resize. When a job balances its batches by\n"
+    "speed (Python's ringd.balance), each rank's share of the global batch and\n"
+    "its measured speed, as the ranks last agreed them. Connects as an observer:\n"
+    "it takes no rank.\n"
     "\n"
     "Options:\n"
     "  -j, --json         print one JSON object with every field instead\n"
@@ -147,6 +149,35 @@ static void print_reload(const msg_status *st)
     putchar('\n');
 }
 
+/* A balanced job's split: each rank's rows of the global batch and its
+ * speed, and the time those rows take it (the ranks finish together when
+ * these agree). */
+static void print_balance(const msg_status *st)
+{
+    const msg_split *sp = &st->split;
+    if (!sp->n_ranks) return;
+    printf("balanced batches (reported ");
+    put_duration(st->balance_age_ms);
+    printf(" ago): step %" PRIu64 ", global batch %" PRIu64 " rows, %" PRIu32 " re-split%s",
+           sp->step, sp->global_batch, sp->resplits, sp->resplits == 1 ? "" : "s");
+    if (sp->every)
+        printf(" (every %" PRIu32 " steps)\n", sp->every);
+    else
+        printf(" (equal shares, never re-split)\n");
+    printf("  rank      rows   share        rows/s   compute/step\n");
+    for (uint32_t i = 0; i < sp->n_ranks && i < MSG_MAX_SHARES; i++) {
+        const msg_share *e = &sp->shares[i];
+        double share = sp->global_batch ? 100.0 * e->rows / (double)sp->global_batch : 0;
+        printf("  %4" PRIu32 " %9" PRIu32 "  %5.1f%%", i, e->rows, share);
+        if (e->rate > 0)
+            printf("  %12.1f  %10.3f ms\n", e->rate, 1000.0 * e->rows / e->rate);
+        else
+            printf("  %12s  %13s\n", "-", "-");
+    }
+    if (sp->n_ranks > MSG_MAX_SHARES)
+        printf("  (ranks %d-%" PRIu32 " not shown)\n", MSG_MAX_SHARES, sp->n_ranks - 1);
+}
+
 static void print_status(const msg_status *st)
 {
     printf("cluster ");
@@ -220,6 +251,7 @@ static void print_status(const msg_status *st)
     ringctl_put_text(st->last_error[0] ? st->last_error : "-");
     putchar('\n');
     print_reload(st);
+    print_balance(st);
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0. */
@@ -306,6 +338,29 @@ static void print_membership_json(const msg_status *st)
     putchar(']');
 }
 
+/* "balance": null, or the split with one entry per rank (the first 64). */
+static void print_balance_json(const msg_status *st)
+{
+    const msg_split *sp = &st->split;
+    printf(",\"balance\":");
+    if (!sp->n_ranks) {
+        printf("null");
+        return;
+    }
+    printf("{\"age_ms\":%" PRIu64 ",\"step\":%" PRIu64 ",\"global_batch\":%" PRIu64
+           ",\"resplits\":%" PRIu32 ",\"every\":%" PRIu32 ",\"n_ranks\":%" PRIu32 ",\"ranks\":[",
+           st->balance_age_ms, sp->step, sp->global_batch, sp->resplits, sp->every, sp->n_ranks);
+    for (uint32_t i = 0; i < sp->n_ranks && i < MSG_MAX_SHARES; i++) {
+        const msg_share *e = &sp->shares[i];
+        printf("%s{\"rank\":%" PRIu32 ",\"rows\":%" PRIu32 ",\"rate\":", i ? "," : "", i, e->rows);
+        if (e->rate > 0)
+            printf("%.17g}", e->rate);
+        else
+            printf("null}");
+    }
+    printf("]}");
+}
+
 static void print_status_json(const msg_status *st)
 {
     printf("{\"id\":%" PRIu64 ",\"cluster\":", st->id);
@@ -371,6 +426,7 @@ static void print_status_json(const msg_status *st)
     } else {
         printf("null");
     }
+    print_balance_json(st);
     printf("}\n");
 }
 

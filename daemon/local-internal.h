@@ -2,7 +2,7 @@
  * local-internal.h - what the two files of the local sessions share:
  * local.c (the socket, sessions, their bytes in and out) and
  * local_requests.c (what a session asks for: HELLO, REGISTER, UNREGISTER,
- * COLLECTIVE, STATUS_REQ, LEAVE_REQ).
+ * COLLECTIVE, STATUS_REQ, LEAVE_REQ, BALANCE).
  */
 #ifndef RINGD_LOCAL_INTERNAL_H
 #define RINGD_LOCAL_INTERNAL_H
@@ -69,6 +69,7 @@ struct local {
     uint64_t start_ms;
     const rates *rates;          /* for status; may be NULL */
     const status_reload *reload; /* for status; may be NULL */
+    status_balance *balance;     /* the split last reported (BALANCE); may be NULL */
     int closing, open_handles;
     void (*done)(void *);
     void *done_data;

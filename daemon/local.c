@@ -629,6 +629,11 @@ void local_set_reload(local *l, const status_reload *rl)
     l->reload = rl;
 }
 
+void local_set_balance(local *l, status_balance *bl)
+{
+    l->balance = bl;
+}
+
 int local_set_access(local *l, perm_policy *p, char *err, size_t errlen)
 {
     if (l->listening) {

@@ -35,6 +35,10 @@ void local_set_rates(local *l, const rates *rt);
 /* The last reload that STATUS reports; rl (may be NULL) must outlive l. */
 void local_set_reload(local *l, const status_reload *rl);
 
+/* Where BALANCE messages leave the split that STATUS reports; bl (may be
+ * NULL: they are refused) must outlive l. */
+void local_set_balance(local *l, status_balance *bl);
+
 /* A reload's socket_mode, socket_group, allowed_uids and allowed_gids: the
  * socket file gets p's group and mode, and the next clients are checked
  * against p. Those connected stay. On success l owns p's lists (*p is

@@ -2,7 +2,8 @@
  * local_requests.c - what a local session asks for: HELLO (which local rank
  * it is), REGISTER and UNREGISTER (its shared memory, regions.c),
  * COLLECTIVE (checked here, then gathered with the other local ranks' by
- * gather.c), STATUS_REQ (status.c) and LEAVE_REQ (ringctl leave and join).
+ * gather.c), STATUS_REQ (status.c), LEAVE_REQ (ringctl leave and join) and
+ * BALANCE (the split of a balanced job, kept for STATUS).
  *
  * Each handler decides and session_handle() answers: a request the daemon
  * refuses gets its RESULT in its place among the session's answers, and the
@@ -186,11 +187,41 @@ static int do_status(session *s, const msg_status_req *m)
     msg_status st;
     uint64_t now = uv_now(l->loop);
     status_collect(&snap, l->cfg, l->me, l->engine, local_clients(l), now, now - l->start_ms,
-                   l->rates, l->reload);
+                   l->rates, l->reload, l->balance);
     status_message(&snap, m->id, &st);
     uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
     session_queue(s, buf, msg_encode_status(buf, sizeof buf, &st));
     return ANSWERED;
+}
+
+/* ---- a balanced job's split ---- */
+
+/* Keeps the split a rank reports for STATUS. Every rank of the job computes
+ * the same split, so whichever of the host's ranks reported last, the table
+ * is the job's; the daemon only shows it. */
+static int do_balance(session *s, const msg_balance *m, char *text)
+{
+    local *l = s->owner;
+    const msg_split *sp = &m->split;
+    if (s->observer)
+        return explainf(text, RINGD_EINVAL, "balance: an observer session is no rank of a job");
+    if (!l->balance) return explainf(text, RINGD_EINVAL, "balance: this daemon keeps no split");
+    if (sp->n_ranks == 0) return explainf(text, RINGD_EINVAL, "balance: a split of no ranks");
+    uint64_t rows = 0;
+    for (uint32_t i = 0; i < sp->n_ranks && i < MSG_MAX_SHARES; i++) {
+        double rate = sp->shares[i].rate;
+        if (!(rate >= 0 && isfinite(rate)))
+            return explainf(text, RINGD_EINVAL, "balance: rank %u's rate is %g rows/s", i, rate);
+        rows += sp->shares[i].rows;
+    }
+    if (sp->n_ranks <= MSG_MAX_SHARES && rows != sp->global_batch)
+        return explainf(text, RINGD_EINVAL,
+                        "balance: the ranks' rows sum to %" PRIu64 ", not the global batch of "
+                        "%" PRIu64,
+                        rows, sp->global_batch);
+    l->balance->split = *sp;
+    l->balance->at_ms = uv_now(l->loop);
+    return 0;
 }
 
 /* ---- ringctl leave, ringctl join ---- */
@@ -302,6 +333,7 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         msg_collective coll;
         msg_status_req status;
         msg_leave_req leave;
+        msg_balance balance;
     } m;
     char text[TEXT_LEN] = "";
     uint64_t id = 0;
@@ -344,6 +376,11 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         if ((rc = msg_decode_leave_req(h, body, &m.leave)) < 0) break;
         id = m.leave.id;
         status = do_leave(s, &m.leave, text);
+        break;
+    case MSG_BALANCE:
+        if ((rc = msg_decode_balance(h, body, &m.balance)) < 0) break;
+        id = m.balance.id;
+        status = do_balance(s, &m.balance, text);
         break;
     default:
         break;

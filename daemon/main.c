@@ -44,6 +44,7 @@ typedef struct {
     metrics *metrics;
     rates rates;
     status_reload reload; /* the last reload, for status */
+    status_balance balance; /* the split a balanced job last reported, for status */
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t second; /* rates and systemd STATUS= */
     uv_timer_t leaving; /* stopping: the ring hears this host leaves, then it closes */
@@ -164,6 +165,7 @@ static int start_engine(daemon_state *d, char *err, size_t errlen)
     }
     local_set_rates(d->local, &d->rates);
     local_set_reload(d->local, &d->reload);
+    local_set_balance(d->local, &d->balance);
     d->started_ms = uv_now(d->loop);
     if (local_start(d->local, err, errlen) < 0 || engine_start(d->engine, err, errlen) < 0)
         return RINGD_EIO;
@@ -182,7 +184,7 @@ static void collect(void *data, status_snapshot *s)
     uint64_t now = uv_now(d->loop);
     status_collect(s, &d->config, d->me, between ? NULL : d->engine,
                    between ? 0 : local_clients(d->local), now, now - d->started_ms, &d->rates,
-                   &d->reload);
+                   &d->reload, &d->balance);
 }
 
 static void start_metrics(daemon_state *d)

@@ -137,6 +137,20 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
     head(&o, "ringd_config_last_reload_successful", "gauge",
          "0 if the last reload was refused and the daemon runs the configuration loaded before.");
     put(&o, "ringd_config_last_reload_successful %d\n", !s->reload.refused);
+    const msg_split *sp = &s->balance.split;
+    if (sp->n_ranks) {
+        /* A balanced job's split, as its ranks last reported it. */
+        head(&o, "ringd_balance_rows", "gauge",
+             "Rows of each global batch a rank of a balanced job takes (ringd.balance).");
+        for (uint32_t i = 0; i < sp->n_ranks && i < MSG_MAX_SHARES; i++)
+            put(&o, "ringd_balance_rows{rank=\"%u\"} %u\n", (unsigned)i,
+                (unsigned)sp->shares[i].rows);
+        head(&o, "ringd_balance_rows_per_second", "gauge",
+             "A rank's measured speed in a balanced job, rows per second of compute.");
+        for (uint32_t i = 0; i < sp->n_ranks && i < MSG_MAX_SHARES; i++)
+            put(&o, "ringd_balance_rows_per_second{rank=\"%u\"} %.3f\n", (unsigned)i,
+                sp->shares[i].rate);
+    }
     head(&o, "ringd_clients", "gauge", "Local ranks connected.");
     put(&o, "ringd_clients %d\n", s->clients);
     head(&o, "ringd_clients_configured", "gauge", "local_clients configured for this host.");

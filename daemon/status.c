@@ -33,7 +33,8 @@ static uint64_t age(uint64_t now, uint64_t then)
 }
 
 void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, int clients,
-                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt, const status_reload *rl)
+                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt, const status_reload *rl,
+                    const status_balance *bl)
 {
     int n = (int)c->n_hosts;
     memset(s, 0, sizeof *s);
@@ -51,6 +52,7 @@ void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, i
     s->now_ms = now_ms;
     if (rt) rates_get(rt, &s->rate_in, &s->rate_out);
     if (rl) s->reload = *rl;
+    if (bl) s->balance = *bl;
     if (!e) return;
     engine_get_stats(e, &s->eng);
     engine_get_view(e, &s->view);
@@ -128,6 +130,10 @@ void status_message(const status_snapshot *s, uint64_t id, msg_status *out)
         out->reload_age_ms = age(s->now_ms, s->reload.at_ms);
         out->reload_refused = (uint8_t)s->reload.refused;
         snprintf(out->reload_said, sizeof out->reload_said, "%s", s->reload.said);
+    }
+    if (s->balance.split.n_ranks) {
+        out->split = s->balance.split;
+        out->balance_age_ms = age(s->now_ms, s->balance.at_ms);
     }
     out->n_done = (uint8_t)(e->n_done < MSG_MAX_DONE ? e->n_done : MSG_MAX_DONE);
     memcpy(out->done, e->done, out->n_done * sizeof *out->done);

@@ -21,6 +21,13 @@ typedef struct {
     char said[MSG_MAX_REASON + 1]; /* what it changed, or why it was refused */
 } status_reload;
 
+/* The split of a balanced job (ringd.balance) that a local rank last
+ * reported (BALANCE), as local_requests.c keeps it. */
+typedef struct {
+    msg_split split; /* n_ranks 0: none reported */
+    uint64_t at_ms;  /* uv_now() when it came */
+} status_balance;
+
 typedef struct {
     const char *cluster, *host, *left, *right; /* names */
     const cfg_host *hosts;                     /* every host, ring order */
@@ -37,6 +44,7 @@ typedef struct {
     links_membership members;   /* the same as the links know it, with who is out since when */
     uint64_t now_ms;
     status_reload reload;
+    status_balance balance;
 } status_snapshot;
 
 /* Hosts in the ring: all configured, or an elastic ring's members. */
@@ -45,9 +53,10 @@ int status_live_hosts(const status_snapshot *s);
 /* Takes the snapshot of host me of c at now_ms (uv_now()): e (NULL between
  * two engines) runs its collectives, clients ranks are connected, the
  * engine has run uptime_ms, rt (may be NULL) has the rates, rl (may be
- * NULL) the last reload. */
+ * NULL) the last reload, bl (may be NULL) the last split reported. */
 void status_collect(status_snapshot *s, const cfg *c, int me, const engine *e, int clients,
-                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt, const status_reload *rl);
+                    uint64_t now_ms, uint64_t uptime_ms, const rates *rt, const status_reload *rl,
+                    const status_balance *bl);
 
 /* The state of a link as the STATUS message and the metrics name it. */
 msg_link_state status_link_state(const engine_link *l);

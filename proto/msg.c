@@ -6,7 +6,9 @@
  * and a body must have exactly the bytes its type's layout needs. Fixed-size
  * fields come first and strings after them; fields added in later versions
  * follow (WELCOME's and COLLECTIVE's members_epoch, RESULT's and STATUS's
- * trailers).
+ * trailers). STATUS's optional blocks come in a fixed order, each sent when
+ * it has something to say or a later block follows, so that one status has
+ * one encoding.
  */
 #include "proto/bytes.h"
 #include "proto/msg.h"
@@ -18,12 +20,17 @@ _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fram
 #define STATUS_MAX_BODY                                                                            \
     (80 + 4 * (2 + MSG_MAX_NAME) + 2 + MSG_MAX_TEXT + 33 +                                         \
      (40 + 2 + MSG_MAX_NAME) * MSG_MAX_RECENT + 2 * (2 + MSG_MAX_REASON) + 32 + 2 +                \
-     MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE + STATUS_MEMBERS_MAX + STATUS_RELOAD_MAX)
+     MSG_MAX_WAITING + 1 + 8 * MSG_MAX_DONE + STATUS_MEMBERS_MAX + STATUS_RELOAD_MAX +             \
+     STATUS_BALANCE_MAX)
 /* The membership block: five counters and left_ring, resize_why, the out
  * ages and the host names. */
 #define STATUS_MEMBERS_MAX (29 + 2 + MSG_MAX_REASON + 1 + 8 * MSG_MAX_DONE + 2 + MSG_MAX_TEXT)
 /* The reload block: two counters, refused, reload_said. */
 #define STATUS_RELOAD_MAX (17 + 2 + MSG_MAX_REASON)
+/* A split: five counters, then rows and rate of up to MSG_MAX_SHARES ranks. */
+#define SPLIT_MAX (28 + 12 * MSG_MAX_SHARES)
+/* The balance block: its age and a split. */
+#define STATUS_BALANCE_MAX (8 + SPLIT_MAX)
 _Static_assert(STATUS_MAX_BODY <= MSG_MAX_BODY, "STATUS fits a message body");
 _Static_assert(12 + 2 + MSG_MAX_TEXT + 12 <= MSG_MAX_BODY, "RESULT and ERROR fit a message body");
 
@@ -73,6 +80,8 @@ const char *msg_type_name(int type)
         return "STATUS";
     case MSG_LEAVE_REQ:
         return "LEAVE_REQ";
+    case MSG_BALANCE:
+        return "BALANCE";
     }
     return "UNKNOWN";
 }
@@ -90,7 +99,7 @@ int msg_decode_header(const uint8_t *buf, size_t len, msg_header *out)
 
     if (get_u32(buf) != MSG_MAGIC) return MSG_EMAGIC;
     if (out->version != MSG_VERSION) return MSG_EVERSION;
-    if (out->type < MSG_HELLO || out->type > MSG_LEAVE_REQ) return MSG_ETYPE;
+    if (out->type < MSG_HELLO || out->type > MSG_BALANCE) return MSG_ETYPE;
     if (out->length > MSG_MAX_BODY) return MSG_ELENGTH;
     return MSG_OK;
 }
@@ -326,6 +335,35 @@ int msg_decode_status_req(const msg_header *h, const uint8_t *body, msg_status_r
     return done(&r);
 }
 
+/* A split: its counters, then the entries of its first MSG_MAX_SHARES
+ * ranks (as many as n_ranks says, so that the count is not sent twice). */
+static void wr_split(bytes_writer *w, const msg_split *s)
+{
+    wr_u64(w, s->step);
+    wr_u64(w, s->global_batch);
+    wr_u32(w, s->resplits);
+    wr_u32(w, s->every);
+    wr_u32(w, s->n_ranks);
+    for (uint32_t i = 0; i < s->n_ranks && i < MSG_MAX_SHARES; i++) {
+        wr_u32(w, s->shares[i].rows);
+        wr_f64(w, s->shares[i].rate);
+    }
+}
+
+static void rd_split(bytes_reader *r, msg_split *s)
+{
+    s->step = rd_u64(r);
+    s->global_batch = rd_u64(r);
+    s->resplits = rd_u32(r);
+    s->every = rd_u32(r);
+    s->n_ranks = rd_u32(r);
+    if (r->bad) s->n_ranks = 0;
+    for (uint32_t i = 0; i < s->n_ranks && i < MSG_MAX_SHARES; i++) {
+        s->shares[i].rows = rd_u32(r);
+        s->shares[i].rate = rd_f64(r);
+    }
+}
+
 int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
 {
     bytes_writer w;
@@ -379,7 +417,8 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
     wr_u8(&w, nd);
     for (uint8_t i = 0; i < nd; i++)
         wr_u64(&w, m->done[i]);
-    if (m->n_live > 0 || m->reloads > 0) {
+    int balance = m->split.n_ranks > 0;
+    if (m->n_live > 0 || m->reloads > 0 || balance) {
         wr_u32(&w, m->members_epoch);
         wr_u32(&w, m->min_hosts);
         wr_u32(&w, m->n_live);
@@ -393,11 +432,15 @@ int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m)
             wr_u64(&w, m->out_age_ms[i]);
         wr_str(&w, m->hosts, MSG_MAX_TEXT);
     }
-    if (m->reloads > 0) {
+    if (m->reloads > 0 || balance) {
         wr_u64(&w, m->reloads);
         wr_u64(&w, m->reload_age_ms);
         wr_u8(&w, m->reload_refused);
         wr_str(&w, m->reload_said, MSG_MAX_REASON);
+    }
+    if (balance) {
+        wr_u64(&w, m->balance_age_ms);
+        wr_split(&w, &m->split);
     }
     return finish(&w, MSG_STATUS);
 }
@@ -468,6 +511,8 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
     out->reloads = out->reload_age_ms = 0;
     out->reload_refused = 0;
     out->reload_said[0] = '\0';
+    out->balance_age_ms = 0;
+    out->split.n_ranks = 0;
     /* The membership block, absent from an older daemon and when this one
      * reports neither membership nor a reload (n_live 0: no membership). */
     int saw_members = !r.bad && r.left > 0;
@@ -488,16 +533,24 @@ int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out)
             out->out_age_ms[i] = rd_u64(&r);
         rd_str(&r, out->hosts, MSG_MAX_TEXT);
     }
-    /* The reload block, after a membership block. One body has one
-     * decoding: a membership block with n_live 0 is sent only before a
-     * reload block, which is never sent with reloads 0. */
-    if (!r.bad && r.left > 0) {
+    /* The reload block, after a membership block, and the balance block
+     * after both. One body has one decoding: a membership block with n_live
+     * 0 is sent only before a reload block, which is sent with reloads 0
+     * only before a balance block, which is never sent with no ranks. */
+    int saw_reload = !r.bad && r.left > 0;
+    if (saw_reload) {
         out->reloads = rd_u64(&r);
-        if (out->reloads == 0) r.bad = 1;
         out->reload_age_ms = rd_u64(&r);
         out->reload_refused = rd_u8(&r);
         rd_str(&r, out->reload_said, MSG_MAX_REASON);
     } else if (!r.bad && saw_members && out->n_live == 0) {
+        r.bad = 1;
+    }
+    if (!r.bad && r.left > 0) {
+        out->balance_age_ms = rd_u64(&r);
+        rd_split(&r, &out->split);
+        if (out->split.n_ranks == 0) r.bad = 1;
+    } else if (!r.bad && saw_reload && out->reloads == 0) {
         r.bad = 1;
     }
     return done(&r);
@@ -519,5 +572,24 @@ int msg_decode_leave_req(const msg_header *h, const uint8_t *body, msg_leave_req
 
     out->id = rd_u64(&r);
     out->action = rd_u8(&r);
+    return done(&r);
+}
+
+int msg_encode_balance(uint8_t *buf, size_t cap, const msg_balance *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_split(&w, &m->split);
+    return finish(&w, MSG_BALANCE);
+}
+
+int msg_decode_balance(const msg_header *h, const uint8_t *body, msg_balance *out)
+{
+    bytes_reader r = reader(h, MSG_BALANCE, body);
+
+    out->id = rd_u64(&r);
+    rd_split(&r, &out->split);
     return done(&r);
 }

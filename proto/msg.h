@@ -11,7 +11,7 @@
  * A session: the client sends HELLO, the daemon answers WELCOME (or ERROR and
  * closes). Then every request carries a client-chosen id and gets exactly one
  * reply carrying the same id, in order: RESULT for REGISTER, UNREGISTER and
- * COLLECTIVE, LEAVE_REQ; STATUS for STATUS_REQ.
+ * COLLECTIVE, LEAVE_REQ, BALANCE; STATUS for STATUS_REQ.
  */
 #ifndef RINGD_PROTO_MSG_H
 #define RINGD_PROTO_MSG_H
@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x52474443u /* "RGDC" */
-#define MSG_VERSION 3
+#define MSG_VERSION 4
 #define MSG_HEADER_SIZE 12
 #define MSG_MAX_BODY 8192
 #define MSG_MAX_NAME 64   /* host names, collective names */
@@ -37,6 +37,7 @@ typedef enum {
     MSG_STATUS_REQ = 8, /* client -> daemon: the ring's state (ringctl status) */
     MSG_STATUS = 9,     /* daemon -> client */
     MSG_LEAVE_REQ = 10, /* client -> daemon: this host leaves or rejoins the ring (ringctl) */
+    MSG_BALANCE = 11,   /* client -> daemon: the split of a balanced job (ringd.balance) */
 } msg_type;
 
 /* The status of a RESULT that carries the resize trailer: RINGD_ERESIZED of
@@ -139,6 +140,30 @@ typedef struct {
     uint8_t action; /* msg_leave_action; the daemon answers another with RINGD_EINVAL */
 } msg_leave_req;
 
+/* The split of each global batch between the ranks of a job that balances
+ * its batches by speed (Python's ringd.balance), as its ranks agreed it: a
+ * BALANCE from a rank, and the balance block of STATUS. On the wire only
+ * the first MSG_MAX_SHARES ranks' entries travel. */
+#define MSG_MAX_SHARES 64
+typedef struct {
+    uint32_t rows; /* rows of each global batch this rank takes */
+    double rate;   /* its measured speed, rows per second of compute (smoothed); 0: not yet */
+} msg_share;
+
+typedef struct {
+    uint64_t step;         /* steps the ranks have taken */
+    uint64_t global_batch; /* rows of each step, over all ranks */
+    uint32_t resplits;     /* times the ranks agreed on new shares */
+    uint32_t every;        /* steps between two agreements; 0: equal shares, never re-split */
+    uint32_t n_ranks;      /* ranks sharing the batch; entries for the first MSG_MAX_SHARES */
+    msg_share shares[MSG_MAX_SHARES];
+} msg_split;
+
+typedef struct {
+    uint64_t id;
+    msg_split split;
+} msg_balance;
+
 /* Connection state of a ring link, as shown by ringctl status. */
 typedef enum {
     MSG_LINK_DOWN = 0,       /* no connection; retrying (right) or waiting (left) */
@@ -218,6 +243,12 @@ typedef struct {
     uint64_t reload_age_ms;               /* since the last */
     uint8_t reload_refused;               /* it kept the running configuration */
     char reload_said[MSG_MAX_REASON + 1]; /* what it changed, or why it was refused */
+    /* Version 4: the split of a balanced job that this host's ranks last
+     * reported (BALANCE), a trailing block after the reload one (which is
+     * then sent with reloads 0 if there was no reload) only when
+     * split.n_ranks > 0. */
+    uint64_t balance_age_ms; /* since a rank reported it */
+    msg_split split;         /* n_ranks 0: no balanced job reported */
 } msg_status;
 
 /* Decoder and encoder errors: the meanings of frame_err, in a range of their
@@ -254,6 +285,7 @@ int msg_encode_result(uint8_t *buf, size_t cap, const msg_result *m);
 int msg_encode_status_req(uint8_t *buf, size_t cap, const msg_status_req *m);
 int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m);
 int msg_encode_leave_req(uint8_t *buf, size_t cap, const msg_leave_req *m);
+int msg_encode_balance(uint8_t *buf, size_t cap, const msg_balance *m);
 
 /* Decoders take the header and its body and return MSG_OK or MSG_EMALFORMED
  * (the body does not have the type's layout: wrong size, bad string).
@@ -269,5 +301,6 @@ int msg_decode_result(const msg_header *h, const uint8_t *body, msg_result *out)
 int msg_decode_status_req(const msg_header *h, const uint8_t *body, msg_status_req *out);
 int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out);
 int msg_decode_leave_req(const msg_header *h, const uint8_t *body, msg_leave_req *out);
+int msg_decode_balance(const msg_header *h, const uint8_t *body, msg_balance *out);
 
 #endif /* RINGD_PROTO_MSG_H */

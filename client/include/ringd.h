@@ -266,6 +266,27 @@ typedef struct {
  * RINGD_EINVAL (NULL argument), or a session error (RINGD_ECLOSED, ...). */
 int ringd_membership(ringd_client *c, ringd_membership_info *out);
 
+/* How a job that balances its batches by speed (Python's ringd.balance)
+ * splits each global batch between its ranks, for ringd_report_split(). */
+typedef struct {
+    uint64_t step;         /* steps the job has taken */
+    uint64_t global_batch; /* rows of each step over all ranks: the sum of rows[] */
+    uint32_t resplits;     /* times the ranks agreed on new shares */
+    uint32_t every;        /* steps between two agreements; 0: equal shares, never re-split */
+    int n_ranks;           /* entries of rows and rate: the ranks of the job */
+    const uint32_t *rows;  /* rank i takes rows[i] rows of each step */
+    const double *rate;    /* rank i's measured speed, rows per second; 0: not measured yet */
+} ringd_split;
+
+/* Tells this host's daemon the split, which `ringctl status` then shows
+ * (the daemon keeps the last one reported by any of its ranks, and only the
+ * first 64 ranks' entries). Every rank of a balanced job computes the same
+ * split; each reports it to its own daemon. Blocks for at most a few
+ * seconds and waits for no collective. Returns 0, RINGD_EINVAL (a NULL
+ * argument, n_ranks < 1, rows that do not sum to global_batch, a negative
+ * or non-finite rate), or a session error (RINGD_ECLOSED, ...). */
+int ringd_report_split(ringd_client *c, const ringd_split *split);
+
 /* Allocates bytes of memory shared with the daemon, which reads and writes it
  * in place. Aligned to 64 bytes, zero-filled. Returns NULL on failure (see
  * ringd_last_error()). Freed by ringd_free() or ringd_close(). */

@@ -226,6 +226,7 @@ static int on_message(fake_daemon *f, int conn, const msg_header *h, const uint8
         msg_collective coll;
         msg_status_req sreq;
         msg_leave_req leave;
+        msg_balance balance;
     } m;
     switch (h->type) {
     case MSG_REGISTER:
@@ -252,6 +253,13 @@ static int on_message(fake_daemon *f, int conn, const msg_header *h, const uint8
         f->leave = m.leave;
         f->n_leaves++;
         send_result(conn, m.leave.id, f->leave_code, f->leave_text);
+        return 0;
+    case MSG_BALANCE:
+        if (msg_decode_balance(h, body, &m.balance) != MSG_OK) break;
+        f->balance = m.balance;
+        f->n_balances++;
+        send_result(conn, m.balance.id, f->balance_code,
+                    f->balance_code ? "balance: refused by the fake" : "");
         return 0;
     default:
         break;

@@ -74,6 +74,7 @@ typedef struct {
     char leave_text[MSG_MAX_TEXT + 1];
     int32_t register_code; /* RESULT status for REGISTER, 0 by default */
     msg_status status;     /* the answer to STATUS_REQ (its id is set by the fake) */
+    int32_t balance_code;  /* RESULT status for BALANCE, 0 by default */
 
     /* Record: read by the test after fake_join(). */
     int sessions;                /* connections accepted */
@@ -88,6 +89,8 @@ typedef struct {
     int n_colls;
     msg_leave_req leave; /* the last LEAVE_REQ */
     int n_leaves;
+    msg_balance balance; /* the last BALANCE */
+    int n_balances;
     int region_seals;              /* F_GET_SEALS of the last registered memfd */
     long long region_fd_size;      /* its st_size */
     uint8_t unregistered_head[64]; /* the first bytes of the last unregistered region */

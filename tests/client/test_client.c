@@ -626,3 +626,64 @@ Test(elastic, membership_rejects_null_arguments)
     cr_assert_eq(ringd_membership(c, NULL), RINGD_EINVAL);
     finish(c);
 }
+
+Test(elastic, report_split_sends_the_split_and_completes_a_collective_answered_first)
+{
+    F.coll_action = COLL_DOUBLE;
+    F.welcome.size = 3;
+    ringd_client *c = connect_ok();
+    float *x = ringd_alloc(c, 4 * sizeof *x);
+    ringd_request *req;
+    cr_assert_not_null(x);
+    x[0] = 1.5f;
+    cr_assert_eq(ringd_iallreduce(c, x, 4, RINGD_FLOAT32, RINGD_SUM, &req), 0);
+    uint32_t rows[3] = {40, 40, 16};
+    double rate[3] = {2000.5, 1990.25, 0};
+    ringd_split s = {.step = 30,
+                     .global_batch = 96,
+                     .resplits = 3,
+                     .every = 10,
+                     .n_ranks = 3,
+                     .rows = rows,
+                     .rate = rate};
+    cr_assert_eq(ringd_report_split(c, &s), 0, "%s", ringd_last_error(c));
+    cr_assert_eq(ringd_test(req), 0, "the collective completed on the way");
+    cr_assert_eq(x[0], 3.0f);
+    finish(c);
+    cr_assert_eq(F.n_balances, 1);
+    const msg_split *got = &F.balance.split;
+    cr_assert_eq(got->step, 30);
+    cr_assert_eq(got->global_batch, 96);
+    cr_assert_eq(got->resplits, 3);
+    cr_assert_eq(got->every, 10);
+    cr_assert_eq(got->n_ranks, 3);
+    cr_assert_eq(got->shares[2].rows, 16);
+    cr_assert_eq(got->shares[1].rate, 1990.25);
+}
+
+Test(elastic, report_split_refuses_a_split_that_is_no_split)
+{
+    ringd_client *c = connect_ok();
+    uint32_t rows[2] = {40, 40};
+    double rate[2] = {1, 1};
+    ringd_split s = {.global_batch = 81, .n_ranks = 2, .rows = rows, .rate = rate};
+    cr_assert_eq(ringd_report_split(c, &s), RINGD_EINVAL);
+    cr_assert(strstr(ringd_last_error(c), "sum to 80, not the global batch of 81"), "%s",
+              ringd_last_error(c));
+    s.global_batch = 80;
+    rate[1] = -1;
+    cr_assert_eq(ringd_report_split(c, &s), RINGD_EINVAL);
+    cr_assert(strstr(ringd_last_error(c), "rank 1's rate"), "%s", ringd_last_error(c));
+    s.n_ranks = 0;
+    cr_assert_eq(ringd_report_split(c, &s), RINGD_EINVAL);
+    cr_assert_eq(ringd_report_split(c, NULL), RINGD_EINVAL);
+    rate[1] = 1;
+    s.n_ranks = 2;
+    F.balance_code = RINGD_EINVAL;
+    cr_assert_eq(ringd_report_split(c, &s), RINGD_EINVAL, "the daemon's refusal");
+    cr_assert(strstr(ringd_last_error(c), "refused by the fake"), "%s", ringd_last_error(c));
+    F.balance_code = 0;
+    cr_assert_eq(ringd_report_split(c, &s), 0, "the session goes on: %s", ringd_last_error(c));
+    finish(c);
+    cr_assert_eq(F.n_balances, 2, "only the valid splits were sent");
+}

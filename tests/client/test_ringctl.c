@@ -162,7 +162,7 @@ Test(ringctl, status_says_what_the_last_reload_changed_or_why_it_was_refused)
     cr_assert_eq(ringctl("--socket", F.path, "status", "--json", NULL), 0, "stderr: %s", err);
     cr_assert_not_null(strstr(out, ",\"reloads\":2,\"last_reload\":{\"age_ms\":5000,"
                                    "\"refused\":true,\"said\":\"/etc/ringd/ringd.yaml:3:1: "
-                                   "hosts: expected a list\"}}\n"),
+                                   "hosts: expected a list\"},\"balance\":null}\n"),
                        "%s", out);
     cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
     cr_assert_not_null(strstr(out, "last reload (5s ago, 2 since start): refused, running the "
@@ -229,7 +229,7 @@ Test(ringctl, status_json_has_every_field_with_strings_escaped)
                      "\"waiting\":\"\",\"done\":[12,12,12,12],\"members_epoch\":0,"
                      "\"min_hosts\":0,\"resizes\":0,\"left_ring\":false,\"last_resize\":\"\","
                      "\"live_hosts\":null,\"out_hosts\":null,\"reloads\":0,"
-                     "\"last_reload\":null}\n");
+                     "\"last_reload\":null,\"balance\":null}\n");
 }
 
 /* demo_status() as an elastic ring of five hosts, d out of it for 12 s. */
@@ -299,7 +299,52 @@ Test(ringctl, status_json_lists_the_hosts_in_and_out_of_the_ring)
                               "\"left_ring\":false,\"last_resize\":\"ring resized to 4 "
                               "hosts (4 ranks): d unreachable for 10 s\",\"live_hosts\":[\"a\","
                               "\"b\",\"c\",\"e\"],\"out_hosts\":[{\"name\":\"d\","
-                              "\"out_s\":12.000}],\"reloads\":0,\"last_reload\":null}\n"),
+                              "\"out_s\":12.000}],\"reloads\":0,\"last_reload\":null,"
+                              "\"balance\":null}\n"),
+                       "%s", out);
+}
+
+/* Three ranks of a balanced job, the last at half the speed of the others. */
+static void demo_balance(void)
+{
+    demo_status();
+    F.status.balance_age_ms = 2000;
+    F.status.split = (msg_split){.step = 40,
+                                 .global_batch = 100,
+                                 .resplits = 4,
+                                 .every = 10,
+                                 .n_ranks = 3,
+                                 .shares = {{40, 2000}, {40, 2000}, {20, 1000.5}}};
+}
+
+Test(ringctl, status_shows_each_ranks_share_and_speed_of_a_balanced_job)
+{
+    demo_balance();
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "balanced batches (reported 2s ago): step 40, global batch 100 "
+                                   "rows, 4 re-splits (every 10 steps)\n"
+                                   "  rank      rows   share        rows/s   compute/step\n"
+                                   "     0        40   40.0%        2000.0      20.000 ms\n"
+                                   "     1        40   40.0%        2000.0      20.000 ms\n"
+                                   "     2        20   20.0%        1000.5      19.990 ms\n"),
+                       "%s", out);
+    F.status.split.every = 0;
+    F.status.split.shares[2].rate = 0;
+    cr_assert_eq(ringctl("--socket", F.path, "status", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "(equal shares, never re-split)\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "     2        20   20.0%             -              -\n"), "%s",
+                       out);
+}
+
+Test(ringctl, status_json_has_the_split_of_a_balanced_job)
+{
+    demo_balance();
+    cr_assert_eq(ringctl("--socket", F.path, "status", "--json", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, ",\"balance\":{\"age_ms\":2000,\"step\":40,\"global_batch\":100,"
+                                   "\"resplits\":4,\"every\":10,\"n_ranks\":3,\"ranks\":["
+                                   "{\"rank\":0,\"rows\":40,\"rate\":2000},"
+                                   "{\"rank\":1,\"rows\":40,\"rate\":2000},"
+                                   "{\"rank\":2,\"rows\":20,\"rate\":1000.5}]}}\n"),
                        "%s", out);
 }
 

@@ -122,3 +122,18 @@ Test(metrics, a_refused_reload_shows_as_an_unsuccessful_last_reload)
     cr_assert_not_null(strstr(buf, "ringd_config_reloads_total 3\n"));
     cr_assert_not_null(strstr(buf, "ringd_config_last_reload_successful 0\n"));
 }
+
+Test(metrics, a_balanced_jobs_split_shows_each_ranks_rows_and_speed_only_when_reported)
+{
+    status_snapshot s = sample();
+    static char buf[65536];
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_null(strstr(buf, "ringd_balance_rows"));
+    s.balance.split =
+        (msg_split){.global_batch = 60, .n_ranks = 2, .shares = {{40, 2000.25}, {20, 0}}};
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "ringd_balance_rows{rank=\"0\"} 40\n"));
+    cr_assert_not_null(strstr(buf, "ringd_balance_rows{rank=\"1\"} 20\n"));
+    cr_assert_not_null(strstr(buf, "ringd_balance_rows_per_second{rank=\"0\"} 2000.250\n"));
+    cr_assert_not_null(strstr(buf, "ringd_balance_rows_per_second{rank=\"1\"} 0.000\n"));
+}

@@ -28,6 +28,7 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         msg_status_req status_req;
         msg_status status;
         msg_leave_req leave;
+        msg_balance balance;
     } m;
     int n = 0;
     switch (h->type) {
@@ -84,6 +85,10 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         if (msg_decode_leave_req(h, body, &m.leave) == MSG_OK)
             n = msg_encode_leave_req(out, sizeof out, &m.leave);
         break;
+    case MSG_BALANCE:
+        if (msg_decode_balance(h, body, &m.balance) == MSG_OK)
+            n = msg_encode_balance(out, sizeof out, &m.balance);
+        break;
     default:
         break;
     }
@@ -114,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if (size <= MSG_MAX_BODY) {
-        for (int t = MSG_HELLO; t <= MSG_LEAVE_REQ; t++) {
+        for (int t = MSG_HELLO; t <= MSG_BALANCE; t++) {
             msg_header h = {.version = MSG_VERSION, .type = (uint8_t)t, .length = (uint32_t)size};
             decode_body(&h, data);
         }

@@ -164,6 +164,17 @@ static void msgs(void)
     strcpy(st.cluster, "demo");
     strcpy(st.host, "b");
     put("msg", "status", b, msg_encode_status(b, sizeof b, &st));
+    msg_balance bal = {.id = 6,
+                       .split = {.step = 40,
+                                 .global_batch = 96,
+                                 .resplits = 4,
+                                 .every = 10,
+                                 .n_ranks = 3,
+                                 .shares = {{38, 950.5}, {39, 975.0}, {19, 480.25}}}};
+    put("msg", "balance", b, msg_encode_balance(b, sizeof b, &bal));
+    st.split = bal.split;
+    st.balance_age_ms = 1500;
+    put("msg", "status_balance", b, msg_encode_status(b, sizeof b, &st));
     /* A session as libringd starts it: HELLO, REGISTER, COLLECTIVE. */
     int k = msg_encode_hello(b, sizeof b, &h);
     k += msg_encode_register(b + k, sizeof b - (size_t)k, &r);

@@ -7,7 +7,8 @@
  * COLLECTIVE of an unknown kind or dtype, an op that does not apply, a narrow
  * wire_dtype where there is none, too many elements, a buffer outside its
  * region, a root that is not a rank, an observer's; a REGISTER without a
- * descriptor; an UNREGISTER of an unknown region; a LEAVE_REQ of an unknown
+ * descriptor; an UNREGISTER of an unknown region; a BALANCE that is no split;
+ * a LEAVE_REQ of an unknown
  * action) gets a RESULT with its id, its RINGD_E* code and a text, in its
  * place among the session's answers (after those of the COLLECTIVEs before
  * it). The session goes on: the request sent after it is answered too. A
@@ -357,6 +358,46 @@ Test(refused, a_leave_request_of_an_unknown_action_gets_einval_and_the_session_g
     send_leave_req(&o, id, MSG_LEAVE);
     assert_refused_then_goes_on(&o, id, RINGD_EINVAL, "cannot leave the ring");
     session_close(&o.s);
+}
+
+static uint64_t send_balance(raw_client *c, const msg_split *sp)
+{
+    uint8_t buf[SESSION_MSG_MAX];
+    msg_balance m = {.id = c->next_id++, .split = *sp};
+    send_raw(c, buf, msg_encode_balance(buf, sizeof buf, &m), -1);
+    return m.id;
+}
+
+Test(refused, a_balance_that_is_no_split_gets_einval_and_the_session_goes_on)
+{
+    msg_split sp = {
+        .step = 9, .global_batch = 30, .every = 3, .n_ranks = 2, .shares = {{20, 1000}, {10, 500}}};
+    raw_client o = connect_raw(1);
+    assert_refused_then_goes_on(&o, send_balance(&o, &sp), RINGD_EINVAL, "observer");
+    session_close(&o.s);
+    sp.shares[1].rate = -1;
+    assert_refused_then_goes_on(&C, send_balance(&C, &sp), RINGD_EINVAL, "rank 1's rate is -1");
+    sp.shares[1] = (msg_share){.rows = 11, .rate = 500};
+    assert_refused_then_goes_on(&C, send_balance(&C, &sp), RINGD_EINVAL,
+                                "rows sum to 31, not the global batch of 30");
+    sp.n_ranks = 0;
+    assert_refused_then_goes_on(&C, send_balance(&C, &sp), RINGD_EINVAL, "a split of no ranks");
+    /* A good one is kept, and STATUS shows it. */
+    sp.n_ranks = 2;
+    sp.shares[1].rows = 10;
+    expect_result(&C, send_balance(&C, &sp), 0, NULL);
+    uint64_t id = send_status_req(&C);
+    msg_header h;
+    uint8_t body[MSG_MAX_BODY];
+    msg_status st;
+    recv_raw(&C, &h, body, "STATUS");
+    cr_assert_eq(h.type, MSG_STATUS);
+    cr_assert_eq(msg_decode_status(&h, body, &st), 0);
+    cr_assert_eq(st.id, id);
+    cr_assert_eq(st.split.n_ranks, 2);
+    cr_assert_eq(st.split.step, 9);
+    cr_assert_eq(st.split.shares[0].rows, 20);
+    cr_assert_eq(st.split.shares[1].rate, 500);
 }
 
 /* ---- HELLO ----------------------------------------------------------------------------------- */

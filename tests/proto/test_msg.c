@@ -1,5 +1,5 @@
 /*
- * test_msg.c - the client <-> daemon messages of proto/msg.h (version 3), as
+ * test_msg.c - the client <-> daemon messages of proto/msg.h (version 4), as
  * specified in proto/PROTOCOL.md: layouts, limits, and refusal of every
  * malformed input.
  */
@@ -27,11 +27,12 @@ typedef union {
     msg_status_req status_req;
     msg_status status;
     msg_leave_req leave;
+    msg_balance balance;
 } any_msg;
 
 static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,  MSG_REGISTER,
                                 MSG_UNREGISTER, MSG_COLLECTIVE, MSG_RESULT, MSG_STATUS_REQ,
-                                MSG_STATUS,     MSG_LEAVE_REQ};
+                                MSG_STATUS,     MSG_LEAVE_REQ,  MSG_BALANCE};
 #define N_TYPES (sizeof all_types / sizeof *all_types)
 
 static void fill(char *dst, size_t n, char c)
@@ -63,6 +64,8 @@ static int encode_any(int type, const any_msg *m, uint8_t *buf, size_t cap)
         return msg_encode_status(buf, cap, &m->status);
     case MSG_LEAVE_REQ:
         return msg_encode_leave_req(buf, cap, &m->leave);
+    case MSG_BALANCE:
+        return msg_encode_balance(buf, cap, &m->balance);
     }
     cr_assert_fail("no encoder for type %d", type);
     return -1;
@@ -108,6 +111,9 @@ static int decode_as(int type, const msg_header *h, const uint8_t *body, any_msg
     case MSG_LEAVE_REQ:
         rc = msg_decode_leave_req(h, copy, &out->leave);
         break;
+    case MSG_BALANCE:
+        rc = msg_decode_balance(h, copy, &out->balance);
+        break;
     default:
         cr_assert_fail("no decoder for type %d", type);
     }
@@ -118,6 +124,18 @@ static int decode_as(int type, const msg_header *h, const uint8_t *body, any_msg
 static int decode_exact(const msg_header *h, const uint8_t *body, any_msg *out)
 {
     return decode_as(h->type, h, body, out);
+}
+
+/* A split of n_ranks ranks, every counter extreme, every entry distinct. */
+static void fill_split(msg_split *s, uint32_t n_ranks)
+{
+    s->step = 0xc1c2c3c4c5c6c7c8u;
+    s->global_batch = 0xd1d2d3d4d5d6d7d8u;
+    s->resplits = 0xe1e2e3e4u;
+    s->every = 0xf1f2f3f4u;
+    s->n_ranks = n_ranks;
+    for (uint32_t i = 0; i < MSG_MAX_SHARES; i++)
+        s->shares[i] = (msg_share){.rows = 0xa0000000u + i, .rate = 1e6 + 0.25 * i};
 }
 
 /* A message of each type with every field set to a distinct, extreme value
@@ -229,6 +247,10 @@ static any_msg sample(int type)
         m.leave.id = 0xf0e0d0c0b0a09080u;
         m.leave.action = MSG_JOIN;
         break;
+    case MSG_BALANCE:
+        m.balance.id = 0x0f0e0d0c0b0a0908u;
+        fill_split(&m.balance.split, MSG_MAX_SHARES + 3);
+        break;
     }
     return m;
 }
@@ -282,6 +304,20 @@ static any_msg sample_reloaded(void)
              "ringd.yaml:3:1: hosts: expected a list");
     return m;
 }
+
+/* A daemon whose ranks reported a balanced job's split: no membership, no
+ * reload, so both blocks go empty before the balance block. */
+static any_msg sample_balanced(uint32_t n_ranks)
+{
+    any_msg m = sample(MSG_STATUS);
+
+    m.status.balance_age_ms = 0x2122232425262728u;
+    fill_split(&m.status.split, n_ranks);
+    return m;
+}
+
+/* A split on the wire: five counters, 12 bytes per rank shown. */
+#define SPLIT_BYTES(n) (28 + 12 * ((n) < MSG_MAX_SHARES ? (n) : MSG_MAX_SHARES))
 
 /* Encodes in, checks its header and decodes it back into out. */
 static int round_trip(int type, const any_msg *in, any_msg *out)
@@ -501,7 +537,7 @@ Test(msg, resized_result_has_the_documented_byte_layout)
                      .size = 3};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_RESULT, 0, 0, 0, 0, 0, 27, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_RESULT, 0, 0, 0, 0, 0, 27, /* header */
         0, 0, 0, 0, 0, 0, 0, 5,                                   /* id */
         0xff, 0xff, 0xff, 0xeb,                                   /* status -21 */
         0, 1, 'r',                                                /* text */
@@ -730,7 +766,7 @@ Test(msg, leave_req_has_the_documented_byte_layout)
     msg_leave_req in = {.id = 0x0102030405060708u, .action = MSG_LEAVE}, out;
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_LEAVE_REQ, 0, 0, 0, 0, 0, 9, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_LEAVE_REQ, 0, 0, 0, 0, 0, 9, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                     /* id */
         1,                                                          /* action: leave */
     };
@@ -744,6 +780,152 @@ Test(msg, leave_req_has_the_documented_byte_layout)
     cr_assert_eq(msg_decode_leave_req(&h, buf + MSG_HEADER_SIZE, &out), MSG_OK);
     cr_assert_eq(out.id, in.id);
     cr_assert_eq(out.action, MSG_LEAVE);
+}
+
+Test(msg, balance_round_trips_every_field)
+{
+    any_msg in = sample(MSG_BALANCE), out;
+    const msg_split *a = &in.balance.split, *b = &out.balance.split;
+
+    cr_assert_eq(round_trip(MSG_BALANCE, &in, &out),
+                 MSG_HEADER_SIZE + 8 + SPLIT_BYTES(MSG_MAX_SHARES));
+    cr_assert_eq(out.balance.id, in.balance.id);
+    cr_assert_eq(b->step, a->step);
+    cr_assert_eq(b->global_batch, a->global_batch);
+    cr_assert_eq(b->resplits, a->resplits);
+    cr_assert_eq(b->every, a->every);
+    cr_assert_eq(b->n_ranks, MSG_MAX_SHARES + 3, "the count of ranks, beyond those shown");
+    for (int i = 0; i < MSG_MAX_SHARES; i++) {
+        cr_assert_eq(b->shares[i].rows, a->shares[i].rows);
+        cr_assert_eq(b->shares[i].rate, a->shares[i].rate);
+    }
+}
+
+Test(msg, balance_has_the_documented_byte_layout)
+{
+    msg_balance in = {.id = 7,
+                      .split = {.step = 0x0102030405060708u,
+                                .global_batch = 384,
+                                .resplits = 3,
+                                .every = 10,
+                                .n_ranks = 2,
+                                .shares = {{.rows = 256, .rate = 1.0}, {.rows = 128, .rate = 0}}}},
+                out;
+    /* clang-format off */
+    static const uint8_t want[] = {
+        0x52, 0x47, 0x44, 0x43, 4, MSG_BALANCE, 0, 0, 0, 0, 0, 60, /* header */
+        0, 0, 0, 0, 0, 0, 0, 7,                                   /* id */
+        1, 2, 3, 4, 5, 6, 7, 8,                                   /* step */
+        0, 0, 0, 0, 0, 0, 1, 128,                                 /* global_batch: 384 */
+        0, 0, 0, 3,                                               /* resplits */
+        0, 0, 0, 10,                                              /* every */
+        0, 0, 0, 2,                                               /* n_ranks */
+        0, 0, 1, 0, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,                 /* rank 0: 256 rows, 1.0 rows/s */
+        0, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0, 0,                     /* rank 1: 128 rows, not measured */
+    };
+    /* clang-format on */
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+
+    cr_assert_eq(msg_encode_balance(buf, sizeof buf, &in), sizeof want);
+    cr_assert_arr_eq(buf, want, sizeof want);
+    cr_assert_eq(msg_decode_header(buf, sizeof want, &h), MSG_OK);
+    cr_assert_eq(msg_decode_balance(&h, buf + MSG_HEADER_SIZE, &out), MSG_OK);
+    cr_assert_eq(out.split.n_ranks, 2);
+    cr_assert_eq(out.split.shares[1].rows, 128);
+}
+
+Test(msg, balance_carries_the_entries_its_count_of_ranks_says)
+{
+    for (uint32_t n = 0; n <= MSG_MAX_SHARES + 1; n++) {
+        any_msg in = sample(MSG_BALANCE), out;
+        uint8_t buf[MSG_BUF];
+        msg_header h;
+
+        in.balance.split.n_ranks = n;
+        int len = round_trip(MSG_BALANCE, &in, &out);
+        cr_assert_eq(len, MSG_HEADER_SIZE + 8 + SPLIT_BYTES(n), "%u ranks", n);
+        /* One more rank than the entries sent is malformed, below the limit. */
+        encode_any(MSG_BALANCE, &in, buf, sizeof buf);
+        buf[MSG_HEADER_SIZE + 8 + 27]++;
+        cr_assert_eq(msg_decode_header(buf, (size_t)len, &h), MSG_OK);
+        cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out),
+                     n >= MSG_MAX_SHARES ? MSG_OK : MSG_EMALFORMED, "%u ranks, one more said", n);
+    }
+}
+
+Test(msg, status_round_trips_its_balance_block_after_two_empty_ones)
+{
+    any_msg in = sample_balanced(3), out;
+    const msg_status *a = &in.status, *b = &out.status;
+    any_msg plain = sample(MSG_STATUS);
+    uint8_t buf[MSG_BUF];
+    int n = msg_encode_status(buf, sizeof buf, &plain.status);
+
+    /* An empty membership block (34 bytes), an empty reload block (19),
+     * then the balance block: its age and the split. */
+    cr_assert_eq(round_trip(MSG_STATUS, &in, &out), n + 34 + 19 + 8 + SPLIT_BYTES(3));
+    cr_assert_eq(b->n_live, 0);
+    cr_assert_eq(b->reloads, 0);
+    cr_assert_eq(b->balance_age_ms, a->balance_age_ms);
+    cr_assert_eq(b->split.step, a->split.step);
+    cr_assert_eq(b->split.global_batch, a->split.global_batch);
+    cr_assert_eq(b->split.n_ranks, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(b->split.shares[i].rows, a->split.shares[i].rows);
+        cr_assert_eq(b->split.shares[i].rate, a->split.shares[i].rate);
+    }
+}
+
+Test(msg, status_carries_membership_reload_and_balance_at_their_longest)
+{
+    any_msg in = sample_elastic(), out;
+    in.status.reloads = 1;
+    fill(in.status.reload_said, MSG_MAX_REASON, 's');
+    in.status.balance_age_ms = 5;
+    fill_split(&in.status.split, MSG_MAX_SHARES + 9);
+
+    int n = round_trip(MSG_STATUS, &in, &out);
+    cr_assert_leq(n, MSG_HEADER_SIZE + MSG_MAX_BODY);
+    cr_assert_eq(out.status.n_live, in.status.n_live);
+    cr_assert_eq(out.status.reloads, 1);
+    cr_assert_eq(out.status.split.n_ranks, MSG_MAX_SHARES + 9);
+    cr_assert_eq(out.status.split.shares[MSG_MAX_SHARES - 1].rows,
+                 in.status.split.shares[MSG_MAX_SHARES - 1].rows);
+}
+
+Test(msg, status_of_an_older_daemon_decodes_without_balance)
+{
+    any_msg in = sample_reloaded(), out;
+
+    memset(&out, 0x5a, sizeof out);
+    round_trip(MSG_STATUS, &in, &out);
+    cr_assert_eq(out.status.split.n_ranks, 0);
+    cr_assert_eq(out.status.balance_age_ms, 0);
+}
+
+Test(msg, status_rejects_a_balance_block_of_no_ranks_or_cut_short)
+{
+    any_msg in = sample_balanced(2), out;
+    uint8_t buf[MSG_BUF];
+    msg_header h;
+    int n = encode_any(MSG_STATUS, &in, buf, sizeof buf);
+    uint32_t block = 8 + SPLIT_BYTES(2);
+
+    cr_assert_eq(msg_decode_header(buf, (size_t)n, &h), MSG_OK);
+    /* Without the whole balance block the empty reload block is alone. */
+    for (uint32_t cut = 1; cut <= block; cut++) {
+        msg_header c = h;
+        c.length -= cut;
+        cr_assert_eq(decode_exact(&c, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED,
+                     "block cut by %u bytes", cut);
+    }
+    /* n_ranks 0 is sent as no block; its entries then trail. */
+    memset(buf + n - block + 8 + 24, 0, 4);
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
+    /* With no entries at all, still malformed: 0 ranks is no block. */
+    h.length -= 24;
+    cr_assert_eq(decode_exact(&h, buf + MSG_HEADER_SIZE, &out), MSG_EMALFORMED);
 }
 
 Test(msg, empty_strings_round_trip)
@@ -762,7 +944,7 @@ Test(msg, hello_has_the_documented_byte_layout)
     msg_hello in = {.flags = MSG_HELLO_OBSERVER, .local_rank = -1, .pid = 0x01020304};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
         0, 0, 0, 1,                                              /* flags */
         0xff, 0xff, 0xff, 0xff,                                  /* local_rank */
         1, 2, 3, 4,                                              /* pid */
@@ -770,7 +952,7 @@ Test(msg, hello_has_the_documented_byte_layout)
     /* clang-format on */
     uint8_t buf[MSG_BUF];
 
-    cr_assert_eq(MSG_VERSION, 3);
+    cr_assert_eq(MSG_VERSION, 4);
     cr_assert_eq(msg_encode_hello(buf, sizeof buf, &in), sizeof want);
     cr_assert_arr_eq(buf, want, sizeof want);
 }
@@ -788,7 +970,7 @@ Test(msg, welcome_has_the_documented_byte_layout)
                       .members_epoch = 0x11121314u};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_WELCOME, 0, 0, 0, 0, 0, 40, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_WELCOME, 0, 0, 0, 0, 0, 40, /* header */
         0, 0, 0, 5,   0, 0, 0, 8,                                  /* rank, size */
         0, 0, 0, 1,   0, 0, 0, 2,                                  /* local_rank, local_size */
         0, 0, 0, 2,   0, 0, 0, 4,                                  /* host_index, n_hosts */
@@ -839,7 +1021,7 @@ Test(msg, collective_has_the_documented_byte_layout)
                          .members_epoch = 0x61626364u};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 55, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 55, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                       /* id */
         1, 6, 1, 0,                                     /* kind, dtype, op, reserved */
         0x11, 0x12, 0x13, 0x14,                         /* region */
@@ -960,7 +1142,7 @@ Test(msg, rejects_other_version_and_reports_it)
 
 Test(msg, rejects_unknown_type)
 {
-    static const uint8_t bad[] = {0, MSG_LEAVE_REQ + 1, 0x7f, 0xff};
+    static const uint8_t bad[] = {0, MSG_BALANCE + 1, 0x7f, 0xff};
     uint8_t buf[MSG_BUF];
     msg_header h;
     size_t n = encode_status_req(buf);
@@ -1176,8 +1358,13 @@ static int rnd_msg(any_msg *m)
     case MSG_LEAVE_REQ:
         m->leave.action = (uint8_t)rnd();
         break;
+    case MSG_BALANCE:
+        m->balance.split.n_ranks = (uint32_t)(rnd() % (MSG_MAX_SHARES + 2));
+        m->balance.split.step = rnd();
+        break;
     case MSG_STATUS:
-        if (rnd() % 2) *m = sample_elastic();
+        if (rnd() % 3 == 0) *m = sample_elastic();
+        if (rnd() % 3 == 0) *m = sample_balanced((uint32_t)(1 + rnd() % (MSG_MAX_SHARES + 2)));
         rnd_str(m->status.resize_why, MSG_MAX_REASON);
         rnd_str(m->status.cluster, MSG_MAX_NAME);
         rnd_str(m->status.host, MSG_MAX_NAME);

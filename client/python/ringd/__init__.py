@@ -21,7 +21,8 @@ by a change of the ring's membership raises its subclass ringd.ResizedError
 (ringd.elastic keeps training through it).
 
 libringd is found by itself ($RINGD_LIBRARY overrides; see ringd._lib).
-PyTorch helpers are in ringd.torch.
+PyTorch helpers are in ringd.torch; batches split by the ranks' measured
+speeds, so that uneven machines finish together, in ringd.balance.
 """
 
 import importlib

@@ -643,6 +643,34 @@ class Connection:
             "out": [h for h, x in zip(hosts, inside) if not x],
         }
 
+    def report_split(self, rows, rates, *, step=0, resplits=0, every=0):
+        """Tells this host's daemon how a job that balances its batches by
+        speed splits each global batch: rank i takes rows[i] rows, at a
+        measured rates[i] rows per second (0: not measured yet). `ringctl
+        status` shows it (the first 64 ranks). ringd.balance.Balancer calls
+        it after each re-split; it blocks for a round trip to the daemon and
+        waits for no collective. step, resplits and every are shown with it."""
+        rows = [int(r) for r in rows]
+        rates = [float(r) for r in rates]
+        if not rows or len(rows) != len(rates):
+            raise ValueError(
+                f"report_split: rows ({len(rows)}) and rates ({len(rates)}) need one entry "
+                "per rank, at least one"
+            )
+        if any(not 0 <= r <= 0xFFFFFFFF for r in rows):
+            raise ValueError(f"report_split: rows out of range: {rows}")
+        n = len(rows)
+        split = _lib.Split(
+            step=int(step), global_batch=sum(rows), resplits=int(resplits), every=int(every),
+            n_ranks=n, rows=(ctypes.c_uint32 * n)(*rows), rate=(ctypes.c_double * n)(*rates),
+        )
+        state = self._state
+        with state.lock:
+            state.check("report_split")
+            rc = state.lib.c.ringd_report_split(state.ptr, ctypes.byref(split))
+            if rc < 0:
+                raise state.lib.error(rc, state.ptr)
+
     def __repr__(self):
         status = "closed" if self.closed else f"rank {self.rank} of {self.size}"
         local = f"local {self.local_rank} of {self.local_size}"

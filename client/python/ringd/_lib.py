@@ -159,6 +159,20 @@ class MembershipInfo(ctypes.Structure):
     ]
 
 
+class Split(ctypes.Structure):
+    """ringd_split of ringd.h."""
+
+    _fields_ = [
+        ("step", ctypes.c_uint64),
+        ("global_batch", ctypes.c_uint64),
+        ("resplits", ctypes.c_uint32),
+        ("every", ctypes.c_uint32),
+        ("n_ranks", ctypes.c_int),
+        ("rows", ctypes.POINTER(ctypes.c_uint32)),
+        ("rate", ctypes.POINTER(ctypes.c_double)),
+    ]
+
+
 _vp = ctypes.c_void_p
 _int = ctypes.c_int
 _size = ctypes.c_size_t
@@ -188,6 +202,7 @@ _PROTOTYPES = {
     "ringd_test": (_int, [_vp]),
     "ringd_run": (_int, [_vp, ctypes.POINTER(Collective)]),
     "ringd_membership": (_int, [_vp, ctypes.POINTER(MembershipInfo)]),
+    "ringd_report_split": (_int, [_vp, ctypes.POINTER(Split)]),
 }
 
 

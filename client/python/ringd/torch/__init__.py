@@ -22,6 +22,12 @@ Horovod-style (names as in horovod.torch):
         loss_fn(model(x), y).backward()                 # buckets reduced as they are ready
         opt.step()                                      # with the averaged gradients
 
+Uneven machines (ringd.balance): BalancedSampler gives each rank a share
+of every global batch proportional to its speed, and
+DistributedOptimizer(..., balance=) or balanced_allreduce_hook (for
+DistributedDataParallel) combines the gradients weighted by rows, which is
+exactly the global batch's mean gradient.
+
 A process is one rank, with one connection to its host's daemon
 (ringd.connect()); every function here, and the backend, use it, made on
 first use from $RINGD_SOCKET, or the one given as conn=. Collectives on
@@ -54,6 +60,7 @@ from ._ops import (
     poll,
     synchronize,
 )
+from ._balance import BalancedSampler, balanced_allreduce_hook
 from ._optimizer import BUCKET_BYTES, DistributedOptimizer
 from ._tensors import dtype_code, empty
 
@@ -108,6 +115,7 @@ _distributed.register()
 __all__ = [
     "Average",
     "BUCKET_BYTES",
+    "BalancedSampler",
     "DistributedOptimizer",
     "FUSION_BYTES",
     "Max",
@@ -121,6 +129,7 @@ __all__ = [
     "allreduce_async",
     "allreduce_async_",
     "allreduce_hook",
+    "balanced_allreduce_hook",
     "broadcast",
     "broadcast_",
     "broadcast_async_",

@@ -85,10 +85,21 @@ class _Layout:
 class _DistributedOptimizerMixin:
     """Methods added to the class of the wrapped optimizer."""
 
-    def _ringd_setup(self, named_parameters, op, bucket_bytes, passes, overlap, conn, weight):
+    def _ringd_setup(self, named_parameters, op, bucket_bytes, passes, overlap, conn, weight,
+                     balance):
         if int(passes) < 1:
             raise ValueError(f"DistributedOptimizer: backward_passes_per_step must be >= 1, "
                              f"got {passes}")
+        if balance is not None:
+            if _core.parse_op(op) not in (_lib.MEAN, _lib.WMEAN) or weight is not None:
+                raise ValueError("DistributedOptimizer: balance= combines the gradients by "
+                                 "their rows (op 'wmean'); it takes no other op, nor weight=")
+            if int(passes) != 1:
+                raise ValueError("DistributedOptimizer: balance= takes one backward pass per "
+                                 "step (backward_passes_per_step=1)")
+            op = "wmean"
+            conn = balance.conn if conn is None else conn
+        self._ringd_balance = balance
         self._ringd_conn = conn
         self._ringd_op = _core.parse_op(op)
         self._ringd_bucket_bytes = int(bucket_bytes)
@@ -121,7 +132,7 @@ class _DistributedOptimizerMixin:
                 for j, p in enumerate(group["params"])
             }
         self._ringd_names = names
-        if self._ringd_op == _lib.WMEAN and weight is None:
+        if self._ringd_op == _lib.WMEAN and weight is None and balance is None:
             raise ValueError("DistributedOptimizer: op 'wmean' needs weight= (or set ringd_weight)")
         if self._ringd_overlap:
             self._ringd_hook_params()
@@ -207,6 +218,8 @@ class _DistributedOptimizerMixin:
                     raise TypeError("DistributedOptimizer: sparse gradients are not supported")
                 else:
                     dst.copy_(p.grad.reshape(-1))
+        if self._ringd_balance is not None:
+            self.ringd_weight = self._ringd_balance.weight  # this step's rows
         weight = self.ringd_weight if self._ringd_op == _lib.WMEAN else None
         b.request = c._submit_ptr(
             _lib.COLL_ALLREDUCE, "DistributedOptimizer", buf=buf.data_ptr(),
@@ -230,6 +243,8 @@ class _DistributedOptimizerMixin:
         parameter's gradient to the average. A parameter without a gradient
         contributes zeros and gets the result as its gradient, so that every
         replica takes the same step."""
+        if self._ringd_balance is not None:
+            self._ringd_balance.done()  # this rank's compute of the step is over
         layout = self._ringd_layout
         if layout is None or not layout.next:
             layout = self._ringd_current_layout()
@@ -302,10 +317,18 @@ class _DistributedOptimizerMixin:
 def DistributedOptimizer(
     optimizer, named_parameters=None, op="mean", *, backward_passes_per_step=1,
     bucket_bytes=BUCKET_BYTES, overlap=True, conn=None, weight=None, fusion_bytes=None,
+    balance=None,
 ):
     """Wraps optimizer so that step() uses the gradients averaged over all
     ranks (op "mean"; "sum"; or "wmean" with weight=, or the attribute
     ringd_weight set before backward(), say to the batch size).
+
+    balance: a ringd.balance.Balancer whose slice() gives this rank its rows
+    of each step (ringd.torch.BalancedSampler calls it): the gradients are
+    then combined by "wmean" with weight = the rank's rows, which makes them
+    the mean gradient of the whole global batch (for a loss that is the mean
+    over the rank's rows, as PyTorch's losses are by default), and
+    synchronize() calls balance.done() first, stopping the rank's clock.
 
     The gradients are reduced in buckets of up to bucket_bytes (fusion_bytes
     is its former name), each as soon as the backward pass has produced its
@@ -334,6 +357,6 @@ def DistributedOptimizer(
     opt._ringd_setup(
         list(named_parameters) if named_parameters is not None else None, op,
         bucket_bytes if fusion_bytes is None else fusion_bytes, backward_passes_per_step,
-        overlap, conn, weight,
+        overlap, conn, weight, balance,
     )
     return opt
