@@ -7,7 +7,10 @@
 # chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 3) of the normal
 # build, then $RINGD_STRESS_ASAN_MINUTES (default 2) of the sanitized one; 0
 # skips one. A failed stress pass lets the later stages run, then fails the
-# whole.
+# whole. Tests run $RINGD_TEST_JOBS (default: one per core) at a time; most
+# of them wait on timers and peers more than they compute, and every one must
+# hold on a busy machine anyway. Those that build the namespace testbed take
+# it in turn (ctest RESOURCE_LOCK netns_testbed).
 #
 #   tests/run.sh            all three stages
 #   tests/run.sh --fast     the normal build's suite only (no stress pass)
@@ -40,6 +43,7 @@ esac
 build=${RINGD_BUILD_DIR:-build}
 build_asan=${RINGD_ASAN_BUILD_DIR:-build-asan}
 jobs=$(nproc)
+test_jobs=${RINGD_TEST_JOBS:-$jobs}
 
 configure() { # build-dir cmake-options...
     local dir=$1; shift
@@ -51,7 +55,7 @@ configure() { # build-dir cmake-options...
 run_ctest() { # build-dir ctest-options...
     local dir=$1; shift
     echo "== test $dir $*"
-    (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 1500 "$@")
+    (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 1500 -j "$test_jobs" "$@")
 }
 
 run_suite() { # build-dir cmake-options...
