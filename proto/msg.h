@@ -11,7 +11,8 @@
  * A session: the client sends HELLO, the daemon answers WELCOME (or ERROR and
  * closes). Then every request carries a client-chosen id and gets exactly one
  * reply carrying the same id, in order: RESULT for REGISTER, UNREGISTER and
- * COLLECTIVE, LEAVE_REQ; STATUS for STATUS_REQ.
+ * COLLECTIVE, LEAVE_REQ; STATUS for STATUS_REQ; for REPORT_REQ a run of
+ * REPORT messages, each with the id.
  */
 #ifndef RINGD_PROTO_MSG_H
 #define RINGD_PROTO_MSG_H
@@ -19,24 +20,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/summary.h"
+
 #define MSG_MAGIC 0x52474443u /* "RGDC" */
-#define MSG_VERSION 3
+#define MSG_VERSION 4
 #define MSG_HEADER_SIZE 12
 #define MSG_MAX_BODY 8192
 #define MSG_MAX_NAME 64   /* host names, collective names */
 #define MSG_MAX_TEXT 1024 /* error messages */
 
 typedef enum {
-    MSG_HELLO = 1,      /* client -> daemon */
-    MSG_WELCOME = 2,    /* daemon -> client */
-    MSG_ERROR = 3,      /* daemon -> client: session refused or broken; the daemon closes */
-    MSG_REGISTER = 4,   /* client -> daemon, with one fd (SCM_RIGHTS): a shared region */
-    MSG_UNREGISTER = 5, /* client -> daemon */
-    MSG_COLLECTIVE = 6, /* client -> daemon: run a collective on a registered region */
-    MSG_RESULT = 7,     /* daemon -> client: outcome of a request */
-    MSG_STATUS_REQ = 8, /* client -> daemon: the ring's state (ringctl status) */
-    MSG_STATUS = 9,     /* daemon -> client */
-    MSG_LEAVE_REQ = 10, /* client -> daemon: this host leaves or rejoins the ring (ringctl) */
+    MSG_HELLO = 1,       /* client -> daemon */
+    MSG_WELCOME = 2,     /* daemon -> client */
+    MSG_ERROR = 3,       /* daemon -> client: session refused or broken; the daemon closes */
+    MSG_REGISTER = 4,    /* client -> daemon, with one fd (SCM_RIGHTS): a shared region */
+    MSG_UNREGISTER = 5,  /* client -> daemon */
+    MSG_COLLECTIVE = 6,  /* client -> daemon: run a collective on a registered region */
+    MSG_RESULT = 7,      /* daemon -> client: outcome of a request */
+    MSG_STATUS_REQ = 8,  /* client -> daemon: the ring's state (ringctl status) */
+    MSG_STATUS = 9,      /* daemon -> client */
+    MSG_LEAVE_REQ = 10,  /* client -> daemon: this host leaves or rejoins the ring (ringctl) */
+    MSG_REPORT_REQ = 11, /* client -> daemon: where every rank's time went (ringctl report) */
+    MSG_REPORT = 12,     /* daemon -> client: one part of one host's summary; `count` answer */
 } msg_type;
 
 /* The status of a RESULT that carries the resize trailer: RINGD_ERESIZED of
@@ -138,6 +143,27 @@ typedef struct {
     uint64_t id;
     uint8_t action; /* msg_leave_action; the daemon answers another with RINGD_EINVAL */
 } msg_leave_req;
+
+typedef struct {
+    uint64_t id;
+} msg_report_req;
+
+#define MSG_REPORT_HAS_PART 0x01 /* the host has sent a summary: part follows */
+
+/* One of the `count` REPORTs answering a REPORT_REQ: one part of one
+ * host's summary (summary.h), or for a host that has sent none, just its
+ * name. Every configured host appears, in ring order. */
+typedef struct {
+    uint64_t id;
+    uint32_t index, count; /* this message, of count (>= 1) answering the request */
+    uint32_t n_hosts, me;  /* hosts configured; the answering host's place */
+    uint32_t host_index;   /* the place of the host the part is of */
+    uint64_t now_us;       /* the answering daemon's clock (Unix time, microseconds) */
+    uint8_t flags;         /* MSG_REPORT_HAS_PART */
+    char cluster[MSG_MAX_NAME + 1];
+    char host[MSG_MAX_NAME + 1]; /* the name of host host_index */
+    summary_part part;           /* with MSG_REPORT_HAS_PART; part.host == host_index */
+} msg_report;
 
 /* Connection state of a ring link, as shown by ringctl status. */
 typedef enum {
@@ -254,6 +280,8 @@ int msg_encode_result(uint8_t *buf, size_t cap, const msg_result *m);
 int msg_encode_status_req(uint8_t *buf, size_t cap, const msg_status_req *m);
 int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m);
 int msg_encode_leave_req(uint8_t *buf, size_t cap, const msg_leave_req *m);
+int msg_encode_report_req(uint8_t *buf, size_t cap, const msg_report_req *m);
+int msg_encode_report(uint8_t *buf, size_t cap, const msg_report *m);
 
 /* Decoders take the header and its body and return MSG_OK or MSG_EMALFORMED
  * (the body does not have the type's layout: wrong size, bad string).
@@ -269,5 +297,10 @@ int msg_decode_result(const msg_header *h, const uint8_t *body, msg_result *out)
 int msg_decode_status_req(const msg_header *h, const uint8_t *body, msg_status_req *out);
 int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out);
 int msg_decode_leave_req(const msg_header *h, const uint8_t *body, msg_leave_req *out);
+int msg_decode_report_req(const msg_header *h, const uint8_t *body, msg_report_req *out);
+/* Also malformed: index not below count, a host or me not below n_hosts,
+ * unknown flags, a part of another host than host_index. What the part says
+ * of itself is summary_check()'s. */
+int msg_decode_report(const msg_header *h, const uint8_t *body, msg_report *out);
 
 #endif /* RINGD_PROTO_MSG_H */

@@ -1,5 +1,5 @@
 /*
- * test_msg.c - the client <-> daemon messages of proto/msg.h (version 3), as
+ * test_msg.c - the client <-> daemon messages of proto/msg.h (version 4), as
  * specified in proto/PROTOCOL.md: layouts, limits, and refusal of every
  * malformed input.
  */
@@ -27,11 +27,13 @@ typedef union {
     msg_status_req status_req;
     msg_status status;
     msg_leave_req leave;
+    msg_report_req report_req;
+    msg_report report;
 } any_msg;
 
-static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,  MSG_REGISTER,
-                                MSG_UNREGISTER, MSG_COLLECTIVE, MSG_RESULT, MSG_STATUS_REQ,
-                                MSG_STATUS,     MSG_LEAVE_REQ};
+static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,      MSG_REGISTER,
+                                MSG_UNREGISTER, MSG_COLLECTIVE, MSG_RESULT,     MSG_STATUS_REQ,
+                                MSG_STATUS,     MSG_LEAVE_REQ,  MSG_REPORT_REQ, MSG_REPORT};
 #define N_TYPES (sizeof all_types / sizeof *all_types)
 
 static void fill(char *dst, size_t n, char c)
@@ -63,6 +65,10 @@ static int encode_any(int type, const any_msg *m, uint8_t *buf, size_t cap)
         return msg_encode_status(buf, cap, &m->status);
     case MSG_LEAVE_REQ:
         return msg_encode_leave_req(buf, cap, &m->leave);
+    case MSG_REPORT_REQ:
+        return msg_encode_report_req(buf, cap, &m->report_req);
+    case MSG_REPORT:
+        return msg_encode_report(buf, cap, &m->report);
     }
     cr_assert_fail("no encoder for type %d", type);
     return -1;
@@ -107,6 +113,12 @@ static int decode_as(int type, const msg_header *h, const uint8_t *body, any_msg
         break;
     case MSG_LEAVE_REQ:
         rc = msg_decode_leave_req(h, copy, &out->leave);
+        break;
+    case MSG_REPORT_REQ:
+        rc = msg_decode_report_req(h, copy, &out->report_req);
+        break;
+    case MSG_REPORT:
+        rc = msg_decode_report(h, copy, &out->report);
         break;
     default:
         cr_assert_fail("no decoder for type %d", type);
@@ -229,6 +241,38 @@ static any_msg sample(int type)
         m.leave.id = 0xf0e0d0c0b0a09080u;
         m.leave.action = MSG_JOIN;
         break;
+    case MSG_REPORT_REQ:
+        m.report_req.id = 0xf1e1d1c1b1a19181u;
+        break;
+    case MSG_REPORT: {
+        /* The largest: every rank of a part, every span of a rank. */
+        msg_report *r = &m.report;
+        r->id = 0xf2e2d2c2b2a29282u;
+        r->index = 0xfffffffdu;
+        r->count = 0xfffffffeu;
+        r->n_hosts = 0xffffffffu;
+        r->me = 0xfffffff0u;
+        r->host_index = 0xfffffff1u;
+        r->now_us = 0x8000000000000001u;
+        r->flags = MSG_REPORT_HAS_PART;
+        fill(r->cluster, MSG_MAX_NAME, 'c');
+        fill(r->host, MSG_MAX_NAME, 'h');
+        r->part.host = r->host_index;
+        r->part.boot_us = 0x8000000000000003u;
+        r->part.version = 0x8000000000000005u;
+        r->part.local_size = 0xfff0;
+        r->part.n = SUMMARY_MAX_RANKS;
+        for (int i = 0; i < SUMMARY_MAX_RANKS; i++) {
+            summary_rank *k = &r->part.ranks[i];
+            k->rank = 0x7ffffff0 + i;
+            k->life.compute_us = 0x9000000000000000u + (uint64_t)i;
+            k->window.bytes = 0xa000000000000000u + (uint64_t)i;
+            k->n_spans = SUMMARY_MAX_SPANS;
+            for (int j = 0; j < SUMMARY_MAX_SPANS; j++)
+                k->spans[j].start_us = 0xb000000000000000u + (uint64_t)(i * 64 + j);
+        }
+        break;
+    }
     }
     return m;
 }
@@ -501,7 +545,7 @@ Test(msg, resized_result_has_the_documented_byte_layout)
                      .size = 3};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_RESULT, 0, 0, 0, 0, 0, 27, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_RESULT, 0, 0, 0, 0, 0, 27, /* header */
         0, 0, 0, 0, 0, 0, 0, 5,                                   /* id */
         0xff, 0xff, 0xff, 0xeb,                                   /* status -21 */
         0, 1, 'r',                                                /* text */
@@ -730,7 +774,7 @@ Test(msg, leave_req_has_the_documented_byte_layout)
     msg_leave_req in = {.id = 0x0102030405060708u, .action = MSG_LEAVE}, out;
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_LEAVE_REQ, 0, 0, 0, 0, 0, 9, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_LEAVE_REQ, 0, 0, 0, 0, 0, 9, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                     /* id */
         1,                                                          /* action: leave */
     };
@@ -762,7 +806,7 @@ Test(msg, hello_has_the_documented_byte_layout)
     msg_hello in = {.flags = MSG_HELLO_OBSERVER, .local_rank = -1, .pid = 0x01020304};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_HELLO, 0, 0, 0, 0, 0, 12, /* header */
         0, 0, 0, 1,                                              /* flags */
         0xff, 0xff, 0xff, 0xff,                                  /* local_rank */
         1, 2, 3, 4,                                              /* pid */
@@ -770,7 +814,7 @@ Test(msg, hello_has_the_documented_byte_layout)
     /* clang-format on */
     uint8_t buf[MSG_BUF];
 
-    cr_assert_eq(MSG_VERSION, 3);
+    cr_assert_eq(MSG_VERSION, 4);
     cr_assert_eq(msg_encode_hello(buf, sizeof buf, &in), sizeof want);
     cr_assert_arr_eq(buf, want, sizeof want);
 }
@@ -788,7 +832,7 @@ Test(msg, welcome_has_the_documented_byte_layout)
                       .members_epoch = 0x11121314u};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_WELCOME, 0, 0, 0, 0, 0, 40, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_WELCOME, 0, 0, 0, 0, 0, 40, /* header */
         0, 0, 0, 5,   0, 0, 0, 8,                                  /* rank, size */
         0, 0, 0, 1,   0, 0, 0, 2,                                  /* local_rank, local_size */
         0, 0, 0, 2,   0, 0, 0, 4,                                  /* host_index, n_hosts */
@@ -839,7 +883,7 @@ Test(msg, collective_has_the_documented_byte_layout)
                          .members_epoch = 0x61626364u};
     /* clang-format off */
     static const uint8_t want[] = {
-        0x52, 0x47, 0x44, 0x43, 3, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 55, /* header */
+        0x52, 0x47, 0x44, 0x43, 4, MSG_COLLECTIVE, 0, 0, 0, 0, 0, 55, /* header */
         1, 2, 3, 4, 5, 6, 7, 8,                                       /* id */
         1, 6, 1, 0,                                     /* kind, dtype, op, reserved */
         0x11, 0x12, 0x13, 0x14,                         /* region */
@@ -960,7 +1004,7 @@ Test(msg, rejects_other_version_and_reports_it)
 
 Test(msg, rejects_unknown_type)
 {
-    static const uint8_t bad[] = {0, MSG_LEAVE_REQ + 1, 0x7f, 0xff};
+    static const uint8_t bad[] = {0, MSG_REPORT + 1, 0x7f, 0xff};
     uint8_t buf[MSG_BUF];
     msg_header h;
     size_t n = encode_status_req(buf);
@@ -1175,6 +1219,18 @@ static int rnd_msg(any_msg *m)
         break;
     case MSG_LEAVE_REQ:
         m->leave.action = (uint8_t)rnd();
+        break;
+    case MSG_REPORT_REQ:
+        m->report_req.id = rnd();
+        break;
+    case MSG_REPORT:
+        rnd_str(m->report.cluster, MSG_MAX_NAME);
+        rnd_str(m->report.host, MSG_MAX_NAME);
+        m->report.now_us = rnd();
+        if (rnd() % 4 == 0) m->report.flags = 0;
+        m->report.part.n = (uint8_t)(rnd() % (SUMMARY_MAX_RANKS + 1));
+        for (int i = 0; i < m->report.part.n; i++)
+            m->report.part.ranks[i].n_spans = (uint8_t)(rnd() % (SUMMARY_MAX_SPANS + 1));
         break;
     case MSG_STATUS:
         if (rnd() % 2) *m = sample_elastic();
