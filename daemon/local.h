@@ -13,6 +13,7 @@
 #include "rates.h"
 #include "engine.h"
 #include "perm.h"
+#include "report.h"
 #include "status.h"
 
 typedef struct local local;
@@ -34,6 +35,10 @@ void local_set_rates(local *l, const rates *rt);
 
 /* The last reload that STATUS reports; rl (may be NULL) must outlive l. */
 void local_set_reload(local *l, const status_reload *rl);
+
+/* Where the ranks' accounting goes and REPORT_REQ is answered from; rep
+ * (may be NULL) must outlive l. */
+void local_set_report(local *l, report *rep);
 
 /* A reload's socket_mode, socket_group, allowed_uids and allowed_gids: the
  * socket file gets p's group and mode, and the next clients are checked

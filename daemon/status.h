@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "proto/msg.h"
 #include "rates.h"
+#include "report.h"
 
 /* The last reload (SIGHUP), as main.c records it. */
 typedef struct {
@@ -37,6 +38,7 @@ typedef struct {
     links_membership members;   /* the same as the links know it, with who is out since when */
     uint64_t now_ms;
     status_reload reload;
+    report_totals totals; /* the ranks' time and the host's energy (n 0: none) */
 } status_snapshot;
 
 /* Hosts in the ring: all configured, or an elastic ring's members. */
