@@ -74,6 +74,10 @@ typedef struct {
     char leave_text[MSG_MAX_TEXT + 1];
     int32_t register_code; /* RESULT status for REGISTER, 0 by default */
     msg_status status;     /* the answer to STATUS_REQ (its id is set by the fake) */
+    /* The answer to REPORT_REQ: these, with the request's id (points at the
+     * test's; NULL: REPORT_REQ is unexpected). */
+    const msg_report *reports;
+    int n_reports;
 
     /* Record: read by the test after fake_join(). */
     int sessions;                /* connections accepted */
