@@ -146,15 +146,21 @@ static void new_job(account *a, uint64_t now)
     a->jobs++;
 }
 
-int account_connect(account *a, int lr, uint64_t now, uint32_t pid)
+int account_connect(account *a, int lr, uint64_t now, uint32_t pid, int recovering)
 {
     int begun = 0;
-    if (!any_connected(a) &&
-        (!a->job_ns || !any_failing(a) || now - a->left_ns > ACCOUNT_RECOVER_NS)) {
-        new_job(a, now);
-        begun = 1;
-    }
     account_rank *r = &a->ranks[lr];
+    if (!any_connected(a)) {
+        if (!a->job_ns || !(any_failing(a) || recovering) ||
+            now - a->left_ns > ACCOUNT_RECOVER_NS) {
+            new_job(a, now);
+            begun = 1;
+        } else if (recovering && r->ever && !r->failing) {
+            /* Its last process left between calls, and the others fail for
+             * want of it: it was lost, and this one takes its place. */
+            r->failing = 1;
+        }
+    }
     close_idle(a, r, now); /* a restart's gap is failure */
     r->connected = 1;
     r->outstanding = 0;

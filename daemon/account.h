@@ -18,8 +18,10 @@
  *
  * A job begins when a rank connects while none of this host's ranks is, but
  * for a restart after a failure: a rank that connects within
- * ACCOUNT_RECOVER_NS of the last one leaving, when one of them was failing,
- * continues the job, and the time between is failure.
+ * ACCOUNT_RECOVER_NS of the last one leaving, when one of them was failing
+ * or the ring is recovering (ranks of other hosts are failing: the process
+ * that left was missed), continues the job, and the time between is
+ * failure.
  *
  * Besides each job's figures, totals since the daemon started (for the
  * Prometheus counters) and the last ACCOUNT_WINDOW_S whole seconds and the
@@ -99,9 +101,10 @@ typedef struct {
 int account_init(account *a, int n);
 void account_free(account *a);
 
-/* Local rank lr's process (pid) connected at now. Returns 1 when this began
- * a new job (every rank's job figures start again), else 0. */
-int account_connect(account *a, int lr, uint64_t now, uint32_t pid);
+/* Local rank lr's process (pid) connected at now; recovering: ranks of
+ * other hosts are failing now. Returns 1 when this began a new job (every
+ * rank's job figures start again), else 0. */
+int account_connect(account *a, int lr, uint64_t now, uint32_t pid, int recovering);
 /* Its process disconnected: a call still outstanding failed with it. */
 void account_disconnect(account *a, int lr, uint64_t now);
 /* It submitted a call of kind (ringd_coll). */

@@ -2,8 +2,10 @@
  * report.c - this host's summary and those of the ring; see report.h.
  *
  * Times inside the daemon are uv_hrtime() nanoseconds; a summary carries
- * Unix microseconds, converted when it is made, so that the rows of
- * different hosts line up in a trace as far as their clocks agree.
+ * Unix microseconds, so that the rows of different hosts line up in a
+ * trace as far as their clocks agree. The conversion is fixed when the
+ * daemon starts (the Unix time of hrtime 0), so that one moment reads the
+ * same in every summary, and durations never disagree with the times.
  */
 #include "report.h"
 
@@ -31,6 +33,7 @@ typedef struct {
 typedef struct {
     summary_part *parts; /* summary_parts(its local_clients); NULL until one arrives */
     uint8_t *have;
+    uint64_t *got_ms; /* uv_now() when each arrived */
 } host_known;
 
 struct report {
@@ -46,6 +49,7 @@ struct report {
     uint64_t job_self_us;  /* the daemon's CPU time when the job began */
     uint64_t job_rapl_uj;  /* the RAPL count when it began */
     uint64_t boot_us, version;
+    uint64_t unix0_us;           /* the Unix time of uv_hrtime() 0, microseconds */
     uint64_t sent_ms, urgent_ms; /* uv_now() of the last summary sent, and the last at once */
     uint64_t events;             /* since then */
     uv_timer_t tick;
@@ -122,11 +126,16 @@ static void to_times(summary_times *out, const account_times *t)
                            .bytes = t->bytes};
 }
 
+/* A uv_hrtime() as Unix time. */
+static uint64_t to_unix(const report *r, uint64_t ns)
+{
+    return r->unix0_us + ns / 1000;
+}
+
 void report_build(report *r, int part, summary_part *out)
 {
-    uint64_t now = uv_hrtime(), now_us = unix_us();
-    /* A monotonic time as Unix time: now_us less how long ago it was. */
-#define UNIX(ns) (now_us - (now - (ns)) / 1000)
+    uint64_t now = uv_hrtime(), now_us = to_unix(r, now);
+#define UNIX(ns) to_unix(r, ns)
     const account *a = &r->acct;
     double w = r->cfg->watts_per_core;
     memset(out, 0, sizeof *out);
@@ -201,6 +210,35 @@ static int any_connected(const report *r)
     return 0;
 }
 
+/* Sends this host's summary now, unless it did less than URGENT_MIN_MS
+ * ago (the next tick then does). */
+static void send_soon(report *r)
+{
+    uint64_t now = uv_now(r->loop);
+    if (now - r->urgent_ms < URGENT_MIN_MS) return;
+    r->urgent_ms = now;
+    send_own(r);
+}
+
+/* Whether ranks of other hosts are failing now, as their summaries of the
+ * last few seconds say: a process of this host that left was missed. */
+static int ring_failing(const report *r)
+{
+    uint64_t now = uv_now(r->loop);
+    for (int h = 0; h < r->n_hosts; h++) {
+        const host_known *k = &r->known[h];
+        int parts = summary_parts(r->cfg->hosts[h].local_clients);
+        for (int p = 0; h != r->me && k->parts && p < parts; p++) {
+            if (!k->have[p] || now - k->got_ms[p] > REPORT_IDLE_MS + REPORT_INTERVAL_MS) continue;
+            for (int i = 0; i < k->parts[p].n; i++) {
+                uint8_t f = k->parts[p].ranks[i].flags;
+                if ((f & SUMMARY_RANK_CONNECTED) && (f & SUMMARY_RANK_FAILING)) return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     report *r = t->data;
@@ -218,7 +256,7 @@ static void on_tick(uv_timer_t *t)
 void report_connect(report *r, int lr, uint32_t pid)
 {
     if (lr < 0 || lr >= r->local_size) return;
-    if (account_connect(&r->acct, lr, uv_hrtime(), pid)) begin_job(r);
+    if (account_connect(&r->acct, lr, uv_hrtime(), pid, ring_failing(r))) begin_job(r);
     track_cpu(r, lr);
     r->events++;
 }
@@ -227,15 +265,14 @@ void report_disconnect(report *r, int lr)
 {
     if (lr < 0 || lr >= r->local_size) return;
     track_cpu(r, lr); /* its last reading, while /proc still has it */
+    int failing = r->acct.ranks[lr].failing;
     account_disconnect(&r->acct, lr, uv_hrtime());
     r->events++;
-    /* The job ends here: the others learn its last figures now, not a
-     * second later (ringd.launch prints them as the job ends). */
-    uint64_t now = uv_now(r->loop);
-    if (!any_connected(r) && now - r->urgent_ms >= URGENT_MIN_MS) {
-        r->urgent_ms = now;
-        send_own(r);
-    }
+    /* The job ends here, or a process died in a call: the others learn it
+     * now, not a second later (ringd.launch prints the figures as the job
+     * ends; a host whose process was lost tells a replacement from a new
+     * job by the others' failing). */
+    if (!any_connected(r) || (!failing && r->acct.ranks[lr].failing)) send_soon(r);
 }
 
 void report_submit(report *r, int lr, uint8_t kind)
@@ -248,8 +285,10 @@ void report_submit(report *r, int lr, uint8_t kind)
 void report_result(report *r, int lr, const account_call *c)
 {
     if (lr < 0 || lr >= r->local_size) return;
+    int failing = r->acct.ranks[lr].failing;
     account_result(&r->acct, lr, uv_hrtime(), c);
     r->events++;
+    if (failing != r->acct.ranks[lr].failing) send_soon(r); /* it fails, or is well again */
 }
 
 /* ---- the other hosts' ---- */
@@ -279,17 +318,19 @@ int report_receive(report *r, const summary_part *p, char *why, size_t len)
     if (!k->parts) {
         k->parts = calloc((size_t)p->parts, sizeof *k->parts);
         k->have = calloc((size_t)p->parts, 1);
-        if (!k->parts || !k->have) {
+        k->got_ms = calloc((size_t)p->parts, sizeof *k->got_ms);
+        if (!k->parts || !k->have || !k->got_ms) {
             free(k->parts);
             free(k->have);
-            k->parts = NULL;
-            k->have = NULL;
+            free(k->got_ms);
+            memset(k, 0, sizeof *k);
             DROP("out of memory");
         }
     }
     if (k->have[p->part] && !summary_newer(p, &k->parts[p->part])) return 0;
     k->parts[p->part] = *p;
     k->have[p->part] = 1;
+    k->got_ms[p->part] = uv_now(r->loop);
     r->ops.send(r->data, p);
     return 1;
 drop:
@@ -317,7 +358,7 @@ void report_answer(report *r, uint64_t id, void (*put)(void *data, const msg_rep
     m.count = count;
     m.n_hosts = (uint32_t)r->n_hosts;
     m.me = (uint32_t)r->me;
-    m.now_us = unix_us();
+    m.now_us = to_unix(r, uv_hrtime());
     snprintf(m.cluster, sizeof m.cluster, "%s", r->cfg->cluster);
     for (int h = 0; h < r->n_hosts; h++) {
         const host_known *k = &r->known[h];
@@ -378,6 +419,7 @@ static void forget_known(report *r)
     for (int h = 0; r->known && h < r->n_hosts; h++) {
         free(r->known[h].parts);
         free(r->known[h].have);
+        free(r->known[h].got_ms);
     }
     free(r->known);
     r->known = NULL;
@@ -411,9 +453,11 @@ int report_new(report **out, uv_loop_t *loop, const cfg *c, int me, const report
         report_free(r);
         return RINGD_ENOMEM;
     }
-    int rapl = usage_init(&r->use, getenv("RINGD_USAGE_ROOT"));
+    int rapl = usage_init(&r->use, NULL);
     log_debug("energy: %s", rapl ? "measured by RAPL" : "estimated from CPU time");
     r->boot_us = unix_us();
+    uint64_t hr_us = uv_hrtime() / 1000;
+    r->unix0_us = r->boot_us > hr_us ? r->boot_us - hr_us : 0;
     r->sent_ms = uv_now(loop);
     uv_timer_init(loop, &r->tick);
     r->tick.data = r;

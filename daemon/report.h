@@ -5,7 +5,8 @@
  *
  * The daemons exchange their summaries round the ring (PROTOCOL.md,
  * "REPORT"): each sends its own to its right neighbour once a second while
- * it has ranks (and at once when its last rank leaves, else every 10 s),
+ * it has ranks (at once when its last rank leaves, or one starts or stops
+ * failing; else every 10 s),
  * and each host keeps, per host and part, the newest it has seen and sends
  * it on; a summary that is not newer (its own, come round) stops. A
  * summary that breaks the rules, or does not fit this host's configuration,

@@ -56,7 +56,7 @@ TestSuite(account, .init = setup, .fini = teardown);
 
 Test(account, splits_a_call_at_the_last_ranks_submission)
 {
-    cr_assert_eq(account_connect(&a, 0, T0, 42), 1);
+    cr_assert_eq(account_connect(&a, 0, T0, 42, 0), 1);
     call(0, T0 + 1 * S, T0 + 1300 * MS, T0 + 1500 * MS);
     account_view v = view(0, T0 + 1500 * MS);
     cr_assert_eq(v.life.compute, 1 * S); /* connection to submission */
@@ -71,7 +71,7 @@ Test(account, splits_a_call_at_the_last_ranks_submission)
 
 Test(account, a_rank_that_came_last_waits_for_nobody)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     /* The last submission was before this one's (or unknown): no wait. */
     call(0, T0 + 1 * S, T0 + 500 * MS, T0 + 1200 * MS);
     call(0, T0 + 2 * S, 0, T0 + 2100 * MS);
@@ -83,7 +83,7 @@ Test(account, a_rank_that_came_last_waits_for_nobody)
 
 Test(account, the_kinds_add_up_to_the_time_in_the_job)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     uint64_t t = T0;
     for (int i = 0; i < 50; i++) {
         call(0, t + 10 * MS, t + 15 * MS, t + 17 * MS);
@@ -103,7 +103,7 @@ Test(account, the_kinds_add_up_to_the_time_in_the_job)
 
 Test(account, failure_runs_from_a_failed_call_to_the_next_success)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     failed_call(0, T0 + 1 * S, T0 + 3 * S); /* 2 s in the failed call */
     failed_call(0, T0 + 4 * S, T0 + 4 * S); /* refused at once */
     account_view v = view(0, T0 + 5 * S);
@@ -120,7 +120,7 @@ Test(account, failure_runs_from_a_failed_call_to_the_next_success)
 
 Test(account, calls_outstanding_together_count_once)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     account_submit(&a, 0, T0 + 1 * S, RINGD_COLL_ALLREDUCE);
     account_submit(&a, 0, T0 + 1100 * MS, RINGD_COLL_ALLREDUCE);
     account_call first = {.last_ns = T0 + 1200 * MS}, second = {.last_ns = T0 + 1300 * MS};
@@ -139,8 +139,8 @@ Test(account, calls_outstanding_together_count_once)
 
 Test(account, a_process_that_dies_in_a_call_fails_it_and_its_restart_continues_the_job)
 {
-    account_connect(&a, 0, T0, 1);
-    account_connect(&a, 1, T0, 2);
+    account_connect(&a, 0, T0, 1, 0);
+    account_connect(&a, 1, T0, 2, 0);
     call(0, T0 + 1 * S, 0, T0 + 1100 * MS);
     account_submit(&a, 0, T0 + 2 * S, RINGD_COLL_ALLREDUCE);
     account_disconnect(&a, 0, T0 + 3 * S);
@@ -149,7 +149,7 @@ Test(account, a_process_that_dies_in_a_call_fails_it_and_its_restart_continues_t
     cr_assert(v.failing && !v.connected);
     cr_assert_eq(v.life.failure, 1 * S + 2 * S); /* the call, then the time without a process */
     cr_assert_eq(v.life.failed, 1);
-    cr_assert_eq(account_connect(&a, 0, T0 + 10 * S, 3), 0, "a restart is the same job");
+    cr_assert_eq(account_connect(&a, 0, T0 + 10 * S, 3, 0), 0, "a restart is the same job");
     v = view(0, T0 + 10 * S);
     cr_assert_eq(v.life.failure, 8 * S);
     cr_assert_eq(v.pid, 3);
@@ -163,12 +163,12 @@ Test(account, a_process_that_dies_in_a_call_fails_it_and_its_restart_continues_t
 
 Test(account, a_job_begins_when_a_rank_comes_to_a_host_none_of_whose_ranks_is_there)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     call(0, T0 + 1 * S, 0, T0 + 2 * S);
     account_disconnect(&a, 0, T0 + 3 * S); /* a clean end */
     account_view v = view(0, T0 + 100 * S);
     cr_assert_eq(v.life.compute, 2 * S, "no process, no time");
-    cr_assert_eq(account_connect(&a, 0, T0 + 200 * S, 2), 1);
+    cr_assert_eq(account_connect(&a, 0, T0 + 200 * S, 2, 0), 1);
     v = view(0, T0 + 200 * S);
     cr_assert_eq(sum(&v.life), 0);
     cr_assert_eq(v.life.calls, 0);
@@ -182,21 +182,21 @@ Test(account, a_job_begins_when_a_rank_comes_to_a_host_none_of_whose_ranks_is_th
 
 Test(account, a_failed_job_left_for_long_is_not_resumed)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     failed_call(0, T0 + 1 * S, T0 + 2 * S);
     account_disconnect(&a, 0, T0 + 3 * S);
     uint64_t later = T0 + 3 * S + ACCOUNT_RECOVER_NS + 1;
     account_view v = view(0, later + 100 * S);
     /* Failure runs on without a process only for ACCOUNT_RECOVER_NS. */
     cr_assert_eq(v.life.failure, 2 * S + ACCOUNT_RECOVER_NS);
-    cr_assert_eq(account_connect(&a, 0, later, 2), 1);
+    cr_assert_eq(account_connect(&a, 0, later, 2, 0), 1);
     cr_assert_eq(view(0, later).life.failure, 0);
     cr_assert_eq(view(0, later).total.failure, 2 * S + ACCOUNT_RECOVER_NS);
 }
 
 Test(account, the_window_holds_the_last_minute)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     call(0, T0 + 30 * S, T0 + 30 * S, T0 + 40 * S); /* 30 s compute, 10 s transfer */
     call(0, T0 + 100 * S, T0 + 105 * S, T0 + 110 * S);
     account_view v = view(0, T0 + 110 * S);
@@ -216,7 +216,7 @@ Test(account, the_window_holds_the_last_minute)
 
 Test(account, lateness_under_a_millisecond_is_noise)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     account_submit(&a, 0, T0 + 1 * S, RINGD_COLL_ALLREDUCE);
     account_call c = {.late_ns = ACCOUNT_LATE_NS - 1};
     account_result(&a, 0, T0 + 2 * S, &c);
@@ -230,7 +230,7 @@ Test(account, lateness_under_a_millisecond_is_noise)
 
 Test(account, keeps_the_latest_spans_oldest_first)
 {
-    account_connect(&a, 0, T0, 1);
+    account_connect(&a, 0, T0, 1, 0);
     for (uint64_t i = 0; i < ACCOUNT_SPANS + 5; i++)
         call(0, T0 + i * S, 0, T0 + i * S + 1 * MS);
     account_view v = view(0, T0 + 100 * S);
@@ -238,4 +238,21 @@ Test(account, keeps_the_latest_spans_oldest_first)
     cr_assert_eq(v.spans[0].start, T0 + 5 * S);
     cr_assert_eq(v.spans[ACCOUNT_SPANS - 1].start, T0 + (ACCOUNT_SPANS + 4) * S);
     cr_assert_eq(v.spans[0].dur, 1 * MS);
+}
+
+Test(account, a_process_lost_between_calls_while_the_others_fail_for_it_is_replaced)
+{
+    account_connect(&a, 0, T0, 1, 0);
+    call(0, T0 + 1 * S, 0, T0 + 2 * S);
+    account_disconnect(&a, 0, T0 + 3 * S); /* between calls: nothing failed here */
+    /* Ranks of other hosts fail their calls for want of it: the new process
+     * takes its place in the same job, and the time without one is failure. */
+    cr_assert_eq(account_connect(&a, 0, T0 + 5 * S, 2, 1), 0);
+    call(0, T0 + 6 * S, 0, T0 + 6 * S);
+    account_view v = view(0, T0 + 6 * S);
+    cr_assert_eq(v.life.failure, 3 * S);
+    cr_assert(!v.failing);
+    /* The same without the others failing: a job that ended, and a new one. */
+    account_disconnect(&a, 0, T0 + 7 * S);
+    cr_assert_eq(account_connect(&a, 0, T0 + 8 * S, 3, 0), 1);
 }

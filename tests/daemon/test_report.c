@@ -225,3 +225,23 @@ Test(report, counts_every_rank_for_the_metrics)
     cr_assert_eq(t.energy, SUMMARY_ENERGY_ESTIMATED);
     cr_assert_gt(t.daemon_cpu_s, 0);
 }
+
+Test(report, a_rank_back_while_other_hosts_fail_for_it_continues_the_job)
+{
+    report_connect(rep, 0, (uint32_t)getpid());
+    summary_part before;
+    report_build(rep, 0, &before);
+    report_disconnect(rep, 0); /* between calls: nothing failed here */
+    /* h2's rank fails its calls for want of it. */
+    summary_part p = part_of(2, 0, 1);
+    p.ranks[0].flags = SUMMARY_RANK_CONNECTED | SUMMARY_RANK_FAILING;
+    char why[256];
+    cr_assert_eq(receive(&p, why, sizeof why), 1, "%s", why);
+    usleep(20000);
+    report_connect(rep, 0, (uint32_t)getpid());
+    summary_part after;
+    report_build(rep, 0, &after);
+    cr_assert_eq(after.job_us, before.job_us, "the same job");
+    cr_assert_geq(after.ranks[0].life.failure_us, 20000, "the time without a process");
+    cr_assert(after.ranks[0].flags & SUMMARY_RANK_FAILING);
+}
