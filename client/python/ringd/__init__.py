@@ -20,6 +20,10 @@ Failures raise ringd.RingError(code, name, message); a collective cut short
 by a change of the ring's membership raises its subclass ringd.ResizedError
 (ringd.elastic keeps training through it).
 
+ringd.report() says where every rank of the ring spent its time (compute,
+wait, transfer, failure; speedup, energy), as `ringctl report --json` does;
+ringd.report_line() sums it up in one line.
+
 libringd is found by itself ($RINGD_LIBRARY overrides; see ringd._lib).
 PyTorch helpers are in ringd.torch.
 """
@@ -46,6 +50,10 @@ _FROM_CORE = (
 )
 
 
+# From ._report: they need neither NumPy nor a connection.
+_FROM_REPORT = ("report", "report_line", "final_report")
+
+
 def __getattr__(name):
     if name == "__all__":
         # The error codes (EINVAL, ...) are the library's: listed when it loads.
@@ -57,6 +65,8 @@ def __getattr__(name):
             return [n for n in _ALL if n not in ("DTYPES", "OPS")]
     if name in _FROM_CORE:
         return getattr(importlib.import_module("._core", __name__), name)
+    if name in _FROM_REPORT:
+        return getattr(importlib.import_module("._report", __name__), name)
     from . import _lib
 
     if name == "DTYPES":
@@ -95,6 +105,9 @@ _ALL = [
     "dtype_code",
     "numpy_dtype",
     "parse_op",
+    "report",
+    "report_line",
+    "final_report",
     "DTYPES",
     "OPS",
 ]

@@ -188,6 +188,8 @@ _PROTOTYPES = {
     "ringd_test": (_int, [_vp]),
     "ringd_run": (_int, [_vp, ctypes.POINTER(Collective)]),
     "ringd_membership": (_int, [_vp, ctypes.POINTER(MembershipInfo)]),
+    "ringd_report_json": (_int, [ctypes.c_char_p, ctypes.POINTER(_vp)]),
+    "ringd_report_free": (None, [_vp]),
 }
 
 
