@@ -2,9 +2,9 @@
  * report.h - the ring's report as a client sees it: every host's summary
  * fetched from one daemon (REPORT_REQ), one row per rank, and what follows
  * from them: the job's wall time, its useful work, the speedup and
- * efficiency that work reached (useful work / wall time, the arithmetic of
- * issue 27: 40 s of work done in 16 s is a speedup of 2.5, and 2.5 / 4 = 62%
- * on four ranks) and who made the others wait most. Internal to libringd
+ * efficiency that work reached (useful work / wall time: 40 s of work done
+ * in 16 s is a speedup of 2.5, and 2.5 / 4 = 62% on four ranks) and who
+ * made the others wait most. Internal to libringd
  * (ringd_report_json()) and ringctl (ringctl_report.c), which both build it
  * in: not installed, not exported.
  */
