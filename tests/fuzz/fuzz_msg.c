@@ -28,6 +28,8 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         msg_status_req status_req;
         msg_status status;
         msg_leave_req leave;
+        msg_report_req report_req;
+        msg_report report;
     } m;
     int n = 0;
     switch (h->type) {
@@ -84,6 +86,19 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         if (msg_decode_leave_req(h, body, &m.leave) == MSG_OK)
             n = msg_encode_leave_req(out, sizeof out, &m.leave);
         break;
+    case MSG_REPORT_REQ:
+        if (msg_decode_report_req(h, body, &m.report_req) == MSG_OK)
+            n = msg_encode_report_req(out, sizeof out, &m.report_req);
+        break;
+    case MSG_REPORT:
+        if (msg_decode_report(h, body, &m.report) == MSG_OK) {
+            char why[256];
+            FUZZ_CHECK_STRING(m.report.cluster);
+            FUZZ_CHECK_STRING(m.report.host);
+            (void)summary_check(&m.report.part, why, sizeof why);
+            n = msg_encode_report(out, sizeof out, &m.report);
+        }
+        break;
     default:
         break;
     }
@@ -114,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if (size <= MSG_MAX_BODY) {
-        for (int t = MSG_HELLO; t <= MSG_LEAVE_REQ; t++) {
+        for (int t = MSG_HELLO; t <= MSG_REPORT; t++) {
             msg_header h = {.version = MSG_VERSION, .type = (uint8_t)t, .length = (uint32_t)size};
             decode_body(&h, data);
         }
