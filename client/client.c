@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "region.h"
+#include "report.h"
 #include "requests.h"
 #include "ringd.h"
 
@@ -132,6 +133,34 @@ int ringd_local_size(const ringd_client *c)
 const char *ringd_last_error(const ringd_client *c)
 {
     return c ? c->s.err : connect_err;
+}
+
+int ringd_report_json(const char *socket_path, char **json)
+{
+    if (!json) {
+        snprintf(connect_err, sizeof connect_err, "ringd_report_json: json is NULL");
+        return RINGD_EINVAL;
+    }
+    *json = NULL;
+    if (!socket_path) {
+        socket_path = getenv("RINGD_SOCKET");
+        if (!socket_path || !*socket_path) socket_path = SESSION_DEFAULT_SOCKET;
+    }
+    report_view v;
+    int rc = report_fetch(socket_path, &v, connect_err, sizeof connect_err);
+    if (rc < 0) return rc;
+    *json = report_json(&v);
+    report_free(&v);
+    if (!*json) {
+        snprintf(connect_err, sizeof connect_err, "report: out of memory");
+        return RINGD_ENOMEM;
+    }
+    return 0;
+}
+
+void ringd_report_free(char *json)
+{
+    free(json);
 }
 
 int ringd_membership(ringd_client *c, ringd_membership_info *out)

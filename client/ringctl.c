@@ -3,6 +3,7 @@
  * a command, and what the commands share (ringctl.h).
  *
  *   ringctl [--socket PATH] status [--json]
+ *   ringctl [--socket PATH] report [--json] [--window] [--trace FILE] [--svg FILE]
  *   ringctl [--socket PATH] leave | join
  *   ringctl [--socket PATH] allreduce [--count N] [--dtype T] [--op O] ...
  *   ringctl [--socket PATH] broadcast | allgather | reduce_scatter | barrier ...
@@ -31,13 +32,14 @@
 #include "ringctl_bench.h"
 #include "ringctl_checkpoints.h"
 #include "ringctl_leave.h"
+#include "ringctl_report.h"
 #include "ringctl_status.h"
 #include "ringd.h"
 #include "session.h"
 
 #define COMMAND_NAMES                                                                              \
-    "status, leave, join, allreduce, broadcast, allgather, reduce_scatter, barrier or "            \
-    "checkpoints"
+    "status, report, leave, join, allreduce, broadcast, allgather, reduce_scatter, barrier "       \
+    "or checkpoints"
 
 static const char usage_main[] =
     "Usage: ringctl [--socket PATH] COMMAND [OPTIONS]\n"
@@ -47,6 +49,8 @@ static const char usage_main[] =
     "\n"
     "Commands:\n"
     "  status          show the state of the ring as this host's daemon sees it\n"
+    "  report          show where every rank of the ring spent its time: compute,\n"
+    "                  wait, transfer, failure; speedup, energy; trace, chart\n"
     "  leave           take this host out of its elastic ring now (until join)\n"
     "  join            bring this host back into its elastic ring\n"
     "  allreduce       run and verify allreduces as one rank; print the bandwidth\n"
@@ -87,11 +91,11 @@ void ringctl_put_text(const char *s)
         putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
 }
 
-void ringctl_put_bytes(uint64_t n)
+void ringctl_format_bytes(char *out, size_t len, uint64_t n)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     if (n < 1024) {
-        printf("%" PRIu64 " B", n);
+        snprintf(out, len, "%" PRIu64 " B", n);
         return;
     }
     double v = (double)n / 1024;
@@ -100,7 +104,14 @@ void ringctl_put_bytes(uint64_t n)
         v /= 1024;
         u++;
     }
-    printf("%.1f %s", v, units[u]);
+    snprintf(out, len, "%.1f %s", v, units[u]);
+}
+
+void ringctl_put_bytes(uint64_t n)
+{
+    char text[32];
+    ringctl_format_bytes(text, sizeof text, n);
+    fputs(text, stdout);
 }
 
 int main(int argc, char **argv)
@@ -138,6 +149,7 @@ int main(int argc, char **argv)
     argc -= optind;
     argv += optind;
     if (strcmp(cmd, "status") == 0) return status_command(path, argc, argv);
+    if (strcmp(cmd, "report") == 0) return report_command(path, argc, argv);
     if (strcmp(cmd, "leave") == 0 || strcmp(cmd, "join") == 0)
         return leave_command(path, argc, argv);
     if (strcmp(cmd, "checkpoints") == 0) return ckpt_command(argc, argv);

@@ -6,6 +6,7 @@
 #ifndef RINGD_CLIENT_RINGCTL_H
 #define RINGD_CLIENT_RINGCTL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -22,5 +23,7 @@ void ringctl_put_text(const char *s);
 
 /* Prints n bytes to stdout as "512 B", "1.5 KiB", ..., "2.0 EiB". */
 void ringctl_put_bytes(uint64_t n);
+/* The same into out. */
+void ringctl_format_bytes(char *out, size_t len, uint64_t n);
 
 #endif /* RINGD_CLIENT_RINGCTL_H */

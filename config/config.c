@@ -64,7 +64,7 @@ struct key {
 static parse_fn parse_name, parse_socket, parse_count, parse_size, parse_duration, parse_log_level,
     parse_hosts, parse_address, parse_path, parse_checksum, parse_listen, parse_mode, parse_id,
     parse_id_list, parse_algorithm, parse_encryption, parse_wire_dtype, parse_congestion,
-    parse_evict_after;
+    parse_evict_after, parse_watts;
 
 static const struct key top_keys[] = {
     {"cluster", parse_name, true, FIELD(cfg, cluster), 0, 0},
@@ -99,6 +99,7 @@ static const struct key top_keys[] = {
     {"star_root", parse_name, false, FIELD(cfg, star_root), 0, 0},
     {"min_hosts", parse_count, false, FIELD(cfg, min_hosts), 1, CFG_MAX_HOSTS},
     {"evict_after", parse_evict_after, false, FIELD(cfg, evict_after_ms), 1 * SEC, 1 * HOUR},
+    {"watts_per_core", parse_watts, false, FIELD(cfg, watts_per_core), 0, 1000},
 };
 
 static const struct key host_keys[] = {
@@ -407,6 +408,32 @@ static int parse_count(ctx *x, void *obj, const struct key *k, yaml_node_t *v, c
     if (parse_digits(s, &n, &rest) < 0 || *rest || n < k->min || n > k->max)
         return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
     *(int *)field(obj, k) = (int)n;
+    return 0;
+}
+
+/* A decimal number of watts, "10" or "7.5" (at most three decimals, no
+ * sign or exponent), from k->min to k->max. */
+static int parse_watts(ctx *x, void *obj, const struct key *k, yaml_node_t *v, const char *kp)
+{
+    char expected[64];
+    snprintf(expected, sizeof expected, "a number of watts %llu..%llu, such as 7.5",
+             (unsigned long long)k->min, (unsigned long long)k->max);
+    const char *s = scalar(x, v, kp, expected), *rest;
+    uint64_t whole, frac = 0;
+    if (!s) return -1;
+    int ok = parse_digits(s, &whole, &rest) == 0;
+    int decimals = 0;
+    if (ok && *rest == '.') {
+        for (rest++; *rest >= '0' && *rest <= '9' && decimals < 3; rest++, decimals++)
+            frac = frac * 10 + (uint64_t)(*rest - '0');
+        ok = decimals > 0;
+    }
+    if (!ok || *rest || whole > k->max || (whole == k->max && frac) || whole < k->min)
+        return fail(x, v->start_mark, kp, "expected %s, got %s", expected, describe(x, v));
+    double scale = 1;
+    while (decimals-- > 0)
+        scale *= 10;
+    *(double *)field(obj, k) = (double)whole + (double)frac / scale;
     return 0;
 }
 
@@ -984,6 +1011,9 @@ static void set_defaults(cfg *c)
     c->evict_after_ms = 10 * SEC;
     c->checksum = true;
     c->socket_mode = 0660;
+    /* A server core under load draws a few watts to 15 (a package's TDP
+     * over its cores); 10 is a round middle for an estimate. */
+    c->watts_per_core = 10;
     /* BBR, the default of some kernels, drains its window for 200 ms every
      * 10 s (ProbeRTT) and overfills small switch buffers when it probes:
      * runs of a ring allreduce 20% slow (bench/RESULTS.md, "Stalls"). */

@@ -116,6 +116,10 @@ typedef struct {
     uint32_t evict_after_ms; /* evict_after: a host unreachable this long is closed over;
                                 default 10 s; 0 = never (the ring waits for it) */
     bool evict_set;          /* evict_after was in the file */
+
+    /* ringctl report. */
+    double watts_per_core; /* watts_per_core: the energy estimate where RAPL cannot be
+                              read, W per CPU second; 0..1000, default 10; 0 = none */
 } cfg;
 
 /* Reads and validates path into *out. Returns 0, or -1 with a one-line

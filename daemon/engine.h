@@ -67,6 +67,9 @@ typedef struct {
     void (*missing)(void *data, char *out, size_t len);
 } engine_watcher;
 
+/* A part of some host's summary arrived from another daemon (report.h). */
+typedef void (*engine_report_cb)(void *data, const summary_part *p);
+
 typedef struct {
     /* Starts listening and connecting. Returns 0 or a negative code with a
      * message in err. */
@@ -101,6 +104,11 @@ typedef struct {
     /* This host leaves the ring (leave 1: ringctl leave, the daemon stops)
      * or joins it again (0). 0, or RINGD_EINVAL: the ring is not elastic. */
     int (*leave)(engine *e, int leave, const char *why);
+    /* Sends part p of a host's summary on round the ring: 0, RINGD_ERING
+     * (no right link now) or RINGD_EINVAL (the star carries none). */
+    int (*send_report)(engine *e, const summary_part *p);
+    /* Who hears the summaries that arrive (data must outlive e). */
+    void (*watch_reports)(engine *e, engine_report_cb cb, void *data);
 } engine_ops;
 
 struct engine {
@@ -199,6 +207,16 @@ static inline void engine_get_membership(const engine *e, links_membership *out)
 static inline int engine_leave(engine *e, int leave, const char *why)
 {
     return e->ops->leave(e, leave, why);
+}
+
+static inline int engine_send_report(engine *e, const summary_part *p)
+{
+    return e->ops->send_report(e, p);
+}
+
+static inline void engine_watch_reports(engine *e, engine_report_cb cb, void *data)
+{
+    e->ops->watch_reports(e, cb, data);
 }
 
 /* How messages name a collective: "allreduce", "?" for an unknown kind;

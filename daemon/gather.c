@@ -39,6 +39,9 @@ typedef struct coll {
     uint64_t deadline;
     char label[MSG_MAX_NAME + 32];
     int work;             /* the local rank whose buffer the engine runs on */
+    uint64_t first_ns;    /* uv_hrtime() of its first local rank's submission */
+    uint64_t ready_ns;    /* ... and of its last one's */
+    int last_local;       /* which local rank came last */
     int first;            /* this host's first rank when it ran */
     uint8_t barrier_byte; /* a barrier's buffer */
     char failure[MSG_MAX_TEXT];
@@ -116,7 +119,7 @@ static void replyf(gather *g, void *s, uint64_t id, int status, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    g->reply(s, id, status, text);
+    g->reply(s, id, status, text, NULL);
 }
 
 int gather_settled_before(const gather *g, const gather_pos *pos)
@@ -172,12 +175,53 @@ static void coll_free(gather *g, coll *c)
     free(c);
 }
 
-/* Answers every submission of c and frees it. */
+/* Answers every submission of c and frees it; t (NULL: none) says how it
+ * went, for the accounting of each rank (late_ns for the last_local one). */
+static void coll_finish_timed(gather *g, coll *c, int status, const char *message,
+                              const gather_timing *t)
+{
+    for (int i = 0; i < g->local_size; i++) {
+        if (!c->subs[i].s) continue;
+        gather_timing mine;
+        if (t) {
+            mine = *t;
+            if (i != c->last_local) mine.late_ns = 0;
+        }
+        g->reply(c->subs[i].s, c->subs[i].id, status, message, t ? &mine : NULL);
+    }
+    coll_free(g, c);
+}
+
 static void coll_finish(gather *g, coll *c, int status, const char *message)
 {
-    for (int i = 0; i < g->local_size; i++)
-        if (c->subs[i].s) g->reply(c->subs[i].s, c->subs[i].id, status, message);
-    coll_free(g, c);
+    coll_finish_timed(g, c, status, message, NULL);
+}
+
+/* When the last rank of the ring submitted c (its job j done here), and
+ * how late c's last local rank came, if it was the last of the ring. A
+ * host knows every host's start for an allreduce (the Stragglers of
+ * PROTOCOL.md: job_timing.offsets); for the others, its left neighbour's
+ * only (its first data's wait), and later hosts' lateness reaches it as
+ * transfer. A host's start is its last local rank's submission, or later
+ * if the collectives before it held it up. */
+static void timing_of(const coll *c, const job *j, gather_timing *out)
+{
+    const job_timing *t = &j->t;
+    uint64_t last = c->ready_ns, first = c->first_ns;
+    if (t->start_ns && t->offsets) {
+        uint64_t at = t->start_ns + t->late_us * 1000;
+        if (at > last) last = at;
+        uint64_t early = t->start_ns - t->early_us * 1000;
+        if (t->early_us && early < first) first = early;
+    } else if (t->start_ns && t->got_wait) {
+        uint64_t at = t->start_ns + t->wait_ns;
+        if (at > last) last = at;
+    }
+    out->last_ns = last;
+    /* This host came last (no other started after it): its last local
+     * rank made the others wait. */
+    int came_last = !t->offsets || t->late_us == 0;
+    out->late_ns = came_last && c->ready_ns > first ? c->ready_ns - first : 0;
 }
 
 /* Elements of the buffer a collective works on: ranks x count for the kinds
@@ -211,7 +255,9 @@ static void on_job_done(job *j, int status, const char *message)
             }
         }
     }
-    coll_finish(g, c, status, message);
+    gather_timing t;
+    if (status == 0) timing_of(c, j, &t);
+    coll_finish_timed(g, c, status, message, status == 0 ? &t : NULL);
 }
 
 static int same_collective(const msg_collective *a, const msg_collective *b)
@@ -402,7 +448,7 @@ void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, r
             code = p->v.code;
             snprintf(text, sizeof text, "%s failed: %s", label, p->v.reason);
         }
-        g->reply(s, id, code, text);
+        g->reply(s, id, code, text, NULL);
         return;
     }
     if (index < g->next_index) {
@@ -418,7 +464,7 @@ void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, r
         /* It failed without this rank (it did not come in time): its other
          * ranks were answered, or will be, the same way. */
         (*next)++;
-        g->reply(s, id, c->fail_status, c->failure);
+        g->reply(s, id, c->fail_status, c->failure, NULL);
         return;
     }
     if (c && (c->running || c->subs[rank].s)) {
@@ -441,6 +487,10 @@ void gather_submit(gather *g, void *s, int rank, gather_pos *pos, uint64_t id, r
     char d[160];
     log_debug("local rank %d submitted %s #%" PRIu64 ": %s", rank, c->label, index,
               gather_describe(m, d, sizeof d));
+    uint64_t now = uv_hrtime();
+    if (!c->arrived) c->first_ns = now;
+    c->ready_ns = now;
+    c->last_local = rank;
     if (++c->arrived == g->local_size) coll_run(g, c);
     if (g->colls && !uv_is_active((uv_handle_t *)&g->tick))
         uv_timer_start(&g->tick, on_tick, TICK_MS, TICK_MS);
@@ -455,7 +505,7 @@ static void coll_expire(gather *g, coll *c, int status, const char *failure)
     c->expired = 1;
     c->fail_status = status;
     for (int i = 0; i < g->local_size; i++) {
-        if (c->subs[i].s) g->reply(c->subs[i].s, c->subs[i].id, status, c->failure);
+        if (c->subs[i].s) g->reply(c->subs[i].s, c->subs[i].id, status, c->failure, NULL);
         c->subs[i].s = NULL;
     }
 }
@@ -558,7 +608,7 @@ static void answer_free(gather *g, coll *c, int code, const char *text)
 {
     for (int i = 0; i < g->local_size; i++) {
         submission *sub = &c->subs[i];
-        if (sub->s) g->reply(sub->s, sub->id, code, text);
+        if (sub->s) g->reply(sub->s, sub->id, code, text, NULL);
         if (sub->reg) region_unref(sub->reg);
     }
     free(c);

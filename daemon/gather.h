@@ -39,8 +39,18 @@ typedef struct {
     uint64_t next; /* the index of its next submission */
 } gather_pos;
 
-/* Answers request id of session s (the caller's session, opaque here). */
-typedef void (*gather_reply_cb)(void *s, uint64_t id, int status, const char *text);
+/* How a collective that succeeded went, for the accounting of the rank
+ * answered (account.h). */
+typedef struct {
+    uint64_t last_ns; /* uv_hrtime() when the last rank of the ring submitted it, as far as
+                         this host knows */
+    uint64_t late_ns; /* this rank submitted it last in the ring: this long after the first */
+} gather_timing;
+
+/* Answers request id of session s (the caller's session, opaque here); t
+ * is NULL but for a success. */
+typedef void (*gather_reply_cb)(void *s, uint64_t id, int status, const char *text,
+                                const gather_timing *t);
 
 /* The gathering of host me; e runs the host's collectives. c and e must
  * outlive it. */

@@ -163,6 +163,7 @@ void jobs_complete(jobs *q, const job_timing *t)
 {
     job *j = pop(q);
     q->running--;
+    if (t) j->t = *t;
     count(q, j, j->status, t);
     if (j->status == 0) log_debug("%s #%" PRIu64 " done", j->label, j->seq);
     j->done(j, j->status, j->status ? j->message : NULL);

@@ -29,6 +29,11 @@ typedef struct {
     uint64_t wait_ns; /* its first data's wait */
     int last_host;    /* the straggler, or -1 */
     uint64_t spread_us;
+    /* Allreduce, every host's start known (offsets): the latest start of
+     * another host after this host's own (0: none started later), and the
+     * earliest before it, microseconds. */
+    int offsets;
+    uint64_t late_us, early_us;
 } job_timing;
 
 /* Called once per job, from the loop. status is 0 or a RINGD_E* code with
@@ -198,7 +203,7 @@ job *jobs_start(jobs *q);
  * remembered for its number. */
 void jobs_apply_preset(jobs *q, job *j);
 /* Ends the oldest running job with its status, counted with t (NULL: it
- * never ran), and calls its done(). */
+ * never ran; else the job keeps it in j->t), and calls its done(). */
 void jobs_complete(jobs *q, const job_timing *t);
 /* Holds the oldest running job, finished here (t: how it ran) or failed:
  * done() waits for jobs_confirm() or jobs_settle(), which tell how it ended

@@ -594,6 +594,15 @@ static void on_link_control(void *owner, peer *p, const frame_header *h, const u
         handle_epoch(l, h, body);
         return;
     }
+    if (h->type == FRAME_REPORT) {
+        static summary_part rp; /* 5 KiB: not on the stack */
+        if (frame_decode_report(h, body, &rp) < 0) {
+            peer_reset(l->left, "malformed REPORT frame");
+            return;
+        }
+        if (l->cb.on_report) l->cb.on_report(l->data, &rp);
+        return;
+    }
     static frame_commit c; /* 8 KiB: not on the stack */
     if (frame_decode_commit(h, body, &c) < 0 || c.n > l->n) {
         peer_reset(l->left, "malformed COMMIT frame");
@@ -778,8 +787,8 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
         return RINGD_ENOMEM;
     }
     if (l->n > 1) {
-        unsigned accepts =
-            PEER_ACCEPTS(FRAME_DATA) | PEER_ACCEPTS(FRAME_COMMIT) | PEER_ACCEPTS(FRAME_EPOCH);
+        unsigned accepts = PEER_ACCEPTS(FRAME_DATA) | PEER_ACCEPTS(FRAME_COMMIT) |
+                           PEER_ACCEPTS(FRAME_EPOCH) | PEER_ACCEPTS(FRAME_REPORT);
         l->listener = listener_new(&l->env, &listen_ops, l);
         l->left = peer_new(&l->env, &link_ops, l, l->left_host, PEER_ACCEPTOR, accepts);
         l->right = peer_new(&l->env, &link_ops, l, l->right_host, PEER_CONNECTOR, 0);
@@ -864,6 +873,15 @@ int links_send_commit(links *l, const frame_commit *c)
     frame_commit stamped = *c;
     stamped.epoch = l->ep.epoch;
     int n = frame_encode_commit(buf, sizeof buf, &stamped);
+    if (n < 0) return RINGD_EINVAL;
+    return peer_send_control(l->right, buf, (size_t)n) < 0 ? RINGD_ERING : 0;
+}
+
+int links_send_report(links *l, const summary_part *p)
+{
+    static uint8_t buf[FRAME_HEADER_SIZE + FRAME_MAX_REPORT_BODY];
+    if (l->n == 1) return RINGD_ERING;
+    int n = frame_encode_report(buf, sizeof buf, p);
     if (n < 0) return RINGD_EINVAL;
     return peer_send_control(l->right, buf, (size_t)n) < 0 ? RINGD_ERING : 0;
 }

@@ -72,6 +72,9 @@ typedef struct {
     void (*on_settle)(void *data, const frame_epoch *confirm, links_settled how);
     /* A COMMIT of the current epoch arrived while ready. */
     void (*on_commit)(void *data, const frame_commit *c);
+    /* A REPORT arrived (a part of some host's summary; its layout checked,
+     * what it says is the receiver's to check). */
+    void (*on_report)(void *data, const summary_part *p);
 } links_callbacks;
 
 typedef struct links links;
@@ -105,6 +108,10 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void 
 /* Sends a COMMIT, stamped with the epoch, on the right link behind the
  * frames already queued. Returns 0 or RINGD_ERING. */
 int links_send_commit(links *l, const frame_commit *c);
+
+/* Sends a REPORT (part p of a host's summary) on the right link behind the
+ * frames already queued. Returns 0 or RINGD_ERING (the link is not up). */
+int links_send_report(links *l, const summary_part *p);
 
 /* A collective of this host failed (f), or one of its ranks left (gone): a
  * RESET goes round the ring, or, with the right link down, this host alone

@@ -12,6 +12,7 @@
 
 #include "gather.h"
 #include "local.h"
+#include "report.h"
 #include "perm.h"
 #include "proto/msg.h"
 #include "regions.h"
@@ -70,6 +71,7 @@ struct local {
     const rates *rates;          /* for status; may be NULL */
     const status_reload *reload; /* for status; may be NULL */
     status_balance *balance;     /* the split last reported (BALANCE); may be NULL */
+    report *report;              /* the ranks' accounting, REPORT_REQ; may be NULL */
     int closing, open_handles;
     void (*done)(void *);
     void *done_data;
@@ -80,19 +82,25 @@ typedef struct answer {
     uint64_t id;
     int ready, status;
     char *text;
+    uint8_t kind;    /* for the accounting (report.h) */
+    uint64_t bytes;  /* the buffer's */
+    gather_timing t; /* a success: how it went */
     struct answer *next;
 } answer;
 
 /* Queues an encoded message (n bytes in buf, or an encoder error). */
 void session_queue(session *s, const uint8_t *buf, int n);
 /* Takes COLLECTIVE id's place in the order of answers, before anything
- * may answer it. */
-int session_expect(session *s, uint64_t id);
+ * may answer it; kind and bytes are for the rank's accounting. */
+int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes);
 /* Answers request id, a message of type type, with a RESULT: the one way a
  * request is answered, refused or done (but STATUS_REQ, whose STATUS goes
  * at once). A COLLECTIVE's answer waits in the place session_expect() took
  * for those of the COLLECTIVEs before it; any other request's goes at once. */
 void session_answer(session *s, uint8_t type, uint64_t id, int status, const char *text);
+/* The same for a COLLECTIVE that succeeded, with how it went (t). */
+void session_answer_timed(session *s, uint64_t id, int status, const char *text,
+                          const gather_timing *t);
 /* Sends MSG_ERROR and closes the session once it is out. */
 void session_refuse(session *s, int code, const char *text);
 /* Closes a session whose client sent what no libringd sends, saying so. */

@@ -111,12 +111,15 @@ static void send_result(session *s, uint64_t id, int status, const char *text)
     session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
 }
 
-int session_expect(session *s, uint64_t id)
+int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes)
 {
     if (s->n_answers >= MAX_ANSWERS) return RINGD_EBUSY;
     answer *a = calloc(1, sizeof *a);
     if (!a) return RINGD_ENOMEM;
     a->id = id;
+    a->kind = kind;
+    a->bytes = bytes;
+    if (s->owner->report && !s->observer) report_submit(s->owner->report, s->local_rank, kind);
     if (s->answers_tail)
         s->answers_tail->next = a;
     else
@@ -134,6 +137,28 @@ static void free_answer(session *s)
     s->n_answers--;
     free(a->text);
     free(a);
+}
+
+/* A COLLECTIVE's result goes back now: the rank's call ends. */
+static void account_answer(session *s, const answer *a)
+{
+    if (!s->owner->report || s->observer) return;
+    account_call c = {.last_ns = a->t.last_ns,
+                      .late_ns = a->t.late_ns,
+                      .bytes = a->bytes,
+                      .status = a->status,
+                      .kind = a->kind};
+    report_result(s->owner->report, s->local_rank, &c);
+}
+
+void session_answer_timed(session *s, uint64_t id, int status, const char *text,
+                          const gather_timing *t)
+{
+    answer *a = s->answers;
+    while (a && a->id != id)
+        a = a->next;
+    if (a && t) a->t = *t;
+    session_answer(s, MSG_COLLECTIVE, id, status, text);
 }
 
 void session_answer(session *s, uint8_t type, uint64_t id, int status, const char *text)
@@ -154,6 +179,7 @@ void session_answer(session *s, uint8_t type, uint64_t id, int status, const cha
     /* The oldest ones go, in order. */
     while (s->answers && s->answers->ready && !s->closing) {
         a = s->answers;
+        account_answer(s, a);
         send_result(s, a->id, a->status, a->text);
         /* A write that failed closed the session, which freed them all. */
         if (s->closing) break;
@@ -355,6 +381,8 @@ void session_close(session *s, const char *why)
         log_info("local rank %d disconnected (pid %u): %s", s->local_rank, s->pid, why);
         l->by_rank[s->local_rank] = NULL;
         gone = !l->closing;
+        /* Its calls still outstanding fail with it. */
+        if (l->report) report_disconnect(l->report, s->local_rank);
     } else {
         log_debug("local session closed (pid %u): %s", s->pid, why);
     }
@@ -471,9 +499,9 @@ static void on_hello_timer(uv_timer_t *t)
 }
 
 /* gather's way to answer a session. */
-static void gather_reply(void *s, uint64_t id, int status, const char *text)
+static void gather_reply(void *s, uint64_t id, int status, const char *text, const gather_timing *t)
 {
-    session_answer(s, MSG_COLLECTIVE, id, status, text);
+    session_answer_timed(s, id, status, text, t);
 }
 
 static void on_engine_reset(void *data)
@@ -632,6 +660,11 @@ void local_set_reload(local *l, const status_reload *rl)
 void local_set_balance(local *l, status_balance *bl)
 {
     l->balance = bl;
+}
+
+void local_set_report(local *l, report *rep)
+{
+    l->report = rep;
 }
 
 int local_set_access(local *l, perm_policy *p, char *err, size_t errlen)

@@ -13,6 +13,7 @@
 #include "rates.h"
 #include "engine.h"
 #include "perm.h"
+#include "report.h"
 #include "status.h"
 
 typedef struct local local;
@@ -38,6 +39,9 @@ void local_set_reload(local *l, const status_reload *rl);
 /* Where BALANCE messages leave the split that STATUS reports; bl (may be
  * NULL: they are refused) must outlive l. */
 void local_set_balance(local *l, status_balance *bl);
+/* Where the ranks' accounting goes and REPORT_REQ is answered from; rep
+ * (may be NULL) must outlive l. */
+void local_set_report(local *l, report *rep);
 
 /* A reload's socket_mode, socket_group, allowed_uids and allowed_gids: the
  * socket file gets p's group and mode, and the next clients are checked

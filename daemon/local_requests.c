@@ -2,8 +2,9 @@
  * local_requests.c - what a local session asks for: HELLO (which local rank
  * it is), REGISTER and UNREGISTER (its shared memory, regions.c),
  * COLLECTIVE (checked here, then gathered with the other local ranks' by
- * gather.c), STATUS_REQ (status.c), LEAVE_REQ (ringctl leave and join) and
- * BALANCE (the split of a balanced job, kept for STATUS).
+ * gather.c), STATUS_REQ (status.c), LEAVE_REQ (ringctl leave and join),
+ * BALANCE (the split of a balanced job, kept for STATUS) and REPORT_REQ
+ * (report.c).
  *
  * Each handler decides and session_handle() answers: a request the daemon
  * refuses gets its RESULT in its place among the session's answers, and the
@@ -224,6 +225,41 @@ static int do_balance(session *s, const msg_balance *m, char *text)
     return 0;
 }
 
+/* ---- ringctl report ---- */
+
+static void put_report(void *data, const msg_report *m)
+{
+    static uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
+    session_queue(data, buf, msg_encode_report(buf, sizeof buf, m));
+}
+
+/* Every host's summary, in REPORT messages (a STATUS_REQ's kind of
+ * answer: at once, before RESULTs still due). */
+static int do_report(session *s, const msg_report_req *m, char *text)
+{
+    local *l = s->owner;
+    if (!l->report)
+        return explainf(text, RINGD_EINVAL, "host %s keeps no report", l->cfg->hosts[l->me].name);
+    report_answer(l->report, m->id, put_report, s);
+    return ANSWERED;
+}
+
+/* A COLLECTIVE's kind and buffer bytes, for its rank's accounting, as far
+ * as they make sense before it is checked. */
+static uint8_t coll_kind(const msg_collective *m)
+{
+    return m->kind >= MSG_COLL_ALLREDUCE && m->kind <= MSG_COLL_BARRIER ? m->kind : 0;
+}
+
+static uint64_t coll_bytes(const session *s, const msg_collective *m)
+{
+    if (m->dtype >= RINGD_DTYPE_COUNT || m->kind == MSG_COLL_BARRIER) return 0;
+    uint64_t n = m->count;
+    if (m->kind == MSG_COLL_ALLGATHER || m->kind == MSG_COLL_REDUCE_SCATTER)
+        n *= (uint64_t)engine_ranks(s->owner->engine);
+    return n * ringd_dtype_size(m->dtype);
+}
+
 /* ---- ringctl leave, ringctl join ---- */
 
 static int do_leave(session *s, const msg_leave_req *m, char *text)
@@ -302,6 +338,7 @@ static void do_hello(session *s, const msg_hello *m)
         l->by_rank[want] = s;
         l->left[want][0] = '\0';
         gather_join(l->gather, &s->pos);
+        if (l->report) report_connect(l->report, want, s->pid);
         log_info("local rank %d connected (pid %u)", want, m->pid);
         local_report_members(l);
     }
@@ -334,6 +371,7 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         msg_status_req status;
         msg_leave_req leave;
         msg_balance balance;
+        msg_report_req report;
     } m;
     char text[TEXT_LEN] = "";
     uint64_t id = 0;
@@ -362,7 +400,7 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         if ((rc = msg_decode_collective(h, body, &m.coll)) < 0) break;
         /* Its place among the answers first: whatever answers it, a refusal
          * here or gather later, waits for the COLLECTIVEs before it. */
-        if (session_expect(s, m.coll.id) < 0) {
+        if (session_expect(s, m.coll.id, coll_kind(&m.coll), coll_bytes(s, &m.coll)) < 0) {
             session_drop(s, "too many collectives not answered yet");
             return;
         }
@@ -381,6 +419,11 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         if ((rc = msg_decode_balance(h, body, &m.balance)) < 0) break;
         id = m.balance.id;
         status = do_balance(s, &m.balance, text);
+        break;
+    case MSG_REPORT_REQ:
+        if ((rc = msg_decode_report_req(h, body, &m.report)) < 0) break;
+        id = m.report.id;
+        status = do_report(s, &m.report, text);
         break;
     default:
         break;

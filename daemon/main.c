@@ -28,6 +28,7 @@
 #include "engine.h"
 #include "perm.h"
 #include "reload.h"
+#include "report.h"
 #include "status.h"
 #include "ringd.h"
 
@@ -42,6 +43,7 @@ typedef struct {
     engine *engine;
     local *local;
     metrics *metrics;
+    report *report; /* the ranks' accounting and the ring's summaries */
     rates rates;
     status_reload reload; /* the last reload, for status */
     status_balance balance; /* the split a balanced job last reported, for status */
@@ -97,6 +99,8 @@ static void on_local_closed(void *data)
 {
     daemon_state *d = data;
     d->local = NULL;
+    if (d->report) report_close(d->report);
+    d->report = NULL;
     uv_close((uv_handle_t *)&d->sigterm, on_handle_closed);
     uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&d->sighup, on_handle_closed);
@@ -146,10 +150,45 @@ static void on_signal(uv_signal_t *h, int signum)
     stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* ---- the ranks' report ---- */
+
+static void send_report(void *data, const summary_part *p)
+{
+    daemon_state *d = data;
+    if (d->engine && !d->reforming) (void)engine_send_report(d->engine, p);
+}
+
+static int first_rank(void *data)
+{
+    daemon_state *d = data;
+    return d->engine ? engine_first_rank(d->engine) : cfg_first_rank(&d->config, (size_t)d->me);
+}
+
+static void on_report(void *data, const summary_part *p)
+{
+    daemon_state *d = data;
+    char why[256];
+    if (d->report) (void)report_receive(d->report, p, why, sizeof why);
+}
+
+/* The report of the running config: kept across a reload of the same
+ * shape, made anew otherwise. */
+static int start_report(daemon_state *d, char *err, size_t errlen)
+{
+    static const report_ops ops = {send_report, first_rank};
+    if (d->report && report_set_config(d->report, &d->config, d->me) == 0) return 0;
+    if (d->report) report_close(d->report);
+    d->report = NULL;
+    int rc = report_new(&d->report, d->loop, &d->config, d->me, &ops, d);
+    if (rc < 0) snprintf(err, errlen, "cannot start: %s", ringd_strerror(rc));
+    return rc;
+}
+
 /* ---- the engine: ring and local sessions of the running config ---- */
 
 static int start_engine(daemon_state *d, char *err, size_t errlen)
 {
+    if (start_report(d, err, errlen) < 0) return RINGD_ENOMEM;
     int rc = engine_new(&d->engine, d->loop, &d->config, d->me, d->has_key ? &d->key : NULL);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start: %s", ringd_strerror(rc));
@@ -166,6 +205,8 @@ static int start_engine(daemon_state *d, char *err, size_t errlen)
     local_set_rates(d->local, &d->rates);
     local_set_reload(d->local, &d->reload);
     local_set_balance(d->local, &d->balance);
+    local_set_report(d->local, d->report);
+    engine_watch_reports(d->engine, on_report, d);
     d->started_ms = uv_now(d->loop);
     if (local_start(d->local, err, errlen) < 0 || engine_start(d->engine, err, errlen) < 0)
         return RINGD_EIO;
@@ -185,6 +226,7 @@ static void collect(void *data, status_snapshot *s)
     status_collect(s, &d->config, d->me, between ? NULL : d->engine,
                    between ? 0 : local_clients(d->local), now, now - d->started_ms, &d->rates,
                    &d->reload, &d->balance);
+    if (d->report) report_get_totals(d->report, &s->totals);
 }
 
 static void start_metrics(daemon_state *d)

@@ -10,6 +10,7 @@
 #include "metrics.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 #define MAX_REQUEST 4096
 #define MAX_CONNS 16
 #define REQUEST_TIMEOUT_MS 5000
-#define MAX_BODY (64 * 1024)
+#define MAX_BODY (1024 * 1024) /* 1024 local ranks' series fit */
 
 typedef struct http_conn http_conn;
 
@@ -95,6 +96,56 @@ static const char *label(const char *s, char *buf, size_t cap)
 }
 
 static const char *const outcome_names[JOB_OUTCOMES] = {"ok", "timeout", "mismatch", "error"};
+
+/* Where this host's ranks spent their time (report.h), and what the host
+ * spent: counters since the daemon started. */
+static void rank_metrics(out_buf *o, const report_totals *t)
+{
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } kinds[] = {
+        {"ringd_rank_compute_seconds_total",
+         "Time each local rank computed: from a result to its next call (useful work).",
+         offsetof(report_rank_total, compute_s)},
+        {"ringd_rank_wait_seconds_total",
+         "Time each local rank waited in calls for the last rank of the ring to submit.",
+         offsetof(report_rank_total, wait_s)},
+        {"ringd_rank_transfer_seconds_total",
+         "Time each local rank spent in calls after the last rank submitted.",
+         offsetof(report_rank_total, transfer_s)},
+        {"ringd_rank_failure_seconds_total",
+         "Time each local rank spent from a failed call to its next successful one.",
+         offsetof(report_rank_total, failure_s)},
+    };
+    if (t->n == 0) return;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        head(o, kinds[k].name, "counter", kinds[k].help);
+        for (int i = 0; i < t->n; i++) {
+            double v;
+            memcpy(&v, (const char *)&t->ranks[i] + kinds[k].off, sizeof v);
+            put(o, "%s{rank=\"%d\"} %.6f\n", kinds[k].name, t->ranks[i].rank, v);
+        }
+    }
+    head(o, "ringd_rank_calls_total", "counter", "Calls each local rank made, by outcome.");
+    for (int i = 0; i < t->n; i++) {
+        const report_rank_total *r = &t->ranks[i];
+        put(o, "ringd_rank_calls_total{rank=\"%d\",outcome=\"ok\"} %llu\n", r->rank,
+            (unsigned long long)(r->calls - r->failed));
+        put(o, "ringd_rank_calls_total{rank=\"%d\",outcome=\"failed\"} %llu\n", r->rank,
+            (unsigned long long)r->failed);
+    }
+    head(o, "ringd_cpu_seconds_total", "counter",
+         "CPU time of this daemon, and of the processes of its local ranks.");
+    put(o, "ringd_cpu_seconds_total{process=\"daemon\"} %.6f\n", t->daemon_cpu_s);
+    put(o, "ringd_cpu_seconds_total{process=\"ranks\"} %.6f\n", t->ranks_cpu_s);
+    if (t->energy == SUMMARY_ENERGY_NONE) return;
+    head(o, "ringd_energy_joules_total", "counter",
+         "Energy of this host: measured by RAPL (the CPU packages), or estimated from the CPU "
+         "time of the daemon and its ranks at watts_per_core.");
+    put(o, "ringd_energy_joules_total{source=\"%s\"} %.3f\n",
+        t->energy == SUMMARY_ENERGY_RAPL ? "rapl" : "estimated", t->energy_j);
+}
 
 int metrics_render(const status_snapshot *s, char *buf, size_t cap)
 {
@@ -240,6 +291,7 @@ int metrics_render(const status_snapshot *s, char *buf, size_t cap)
             label(s->hosts[i].name, name, sizeof name),
             (unsigned long long)s->eng.jobs.last_count[i]);
     }
+    rank_metrics(&o, &s->totals);
     return o.overflow ? -1 : (int)o.len;
 }
 

@@ -200,6 +200,11 @@ static void log_level_text(uint64_t v, char *out)
     string_text(v < 4 ? names[v] : "?", "", out);
 }
 
+static void milliwatt_text(uint64_t v, char *out)
+{
+    snprintf(out, RELOAD_MAX_VALUE, "%g", (double)v / 1000);
+}
+
 static void socket_mode_text(uint64_t v, char *out)
 {
     snprintf(out, RELOAD_MAX_VALUE, "%04" PRIo64, v);
@@ -238,6 +243,8 @@ void reload_diff(const cfg *a, int a_me, const cfg *b, int b_me, int key_changed
     string(p, "metrics", RELOAD_AT_ONCE, a->hosts[a_me].metrics, b->hosts[b_me].metrics, "off");
     string(p, "congestion_control", RELOAD_AT_ONCE, a->congestion_control, b->congestion_control,
            "system");
+    number(p, "watts_per_core", RELOAD_AT_ONCE, (uint64_t)(a->watts_per_core * 1000 + 0.5),
+           (uint64_t)(b->watts_per_core * 1000 + 0.5), milliwatt_text);
 
     number(p, "socket_mode", RELOAD_ACCESS, a->socket_mode, b->socket_mode, socket_mode_text);
     string(p, "socket_group", RELOAD_ACCESS, a->socket_group.value, b->socket_group.value,
@@ -280,6 +287,7 @@ void reload_apply(cfg *a, int me, cfg *b)
     a->evict_after_ms = b->evict_after_ms;
     a->evict_set = b->evict_set;
     a->min_hosts = b->min_hosts;
+    a->watts_per_core = b->watts_per_core;
     a->socket_mode = b->socket_mode;
     SWAP(char *, a->secret_file, b->secret_file);
     SWAP(char *, a->congestion_control, b->congestion_control);

@@ -70,6 +70,8 @@ typedef struct {
     uv_idle_t commit; /* sends it */
     const engine_watcher *watcher;
     void *watcher_data;
+    engine_report_cb report_cb; /* summaries that arrive (report.h) */
+    void *report_data;
     uint64_t gen; /* ranks that left, as this host heard of it */
     int gone;     /* a rank left and the ring waits for it */
     char gone_why[FRAME_MAX_TEXT + 1];

@@ -620,10 +620,29 @@ static int ring_leave(engine *e, int leave, const char *why)
     return leave ? links_leave(r->links, why) : links_join(r->links);
 }
 
-static const engine_ops ring_ops = {ring_start,      ring_submit,    ring_cancel,      ring_close,
-                                    ring_stats,      ring_watch,     ring_members,     ring_left,
-                                    ring_generation, ring_submitted, ring_why_waiting, ring_view,
-                                    ring_membership, ring_leave};
+static int ring_send_report(engine *e, const summary_part *p)
+{
+    ring *r = (ring *)e;
+    return r->links ? links_send_report(r->links, p) : RINGD_ERING;
+}
+
+static void ring_watch_reports(engine *e, engine_report_cb cb, void *data)
+{
+    ring *r = (ring *)e;
+    r->report_cb = cb;
+    r->report_data = data;
+}
+
+static void on_report(void *data, const summary_part *p)
+{
+    ring *r = data;
+    if (r->report_cb) r->report_cb(r->report_data, p);
+}
+
+static const engine_ops ring_ops = {
+    ring_start,      ring_submit, ring_cancel,      ring_close,        ring_stats,       ring_watch,
+    ring_members,    ring_left,   ring_generation,  ring_submitted,    ring_why_waiting, ring_view,
+    ring_membership, ring_leave,  ring_send_report, ring_watch_reports};
 
 int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {
@@ -643,8 +662,9 @@ int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key
         r->act[k].delta_us = calloc(n, sizeof *r->act[k].delta_us);
         if (!r->act[k].recv_off || !r->act[k].delta_us) rc = RINGD_ENOMEM;
     }
-    static const links_callbacks cb = {on_up,   on_down,       ring_on_data,   ring_on_payload,
-                                       on_sent, ring_on_epoch, ring_on_settle, ring_on_commit};
+    static const links_callbacks cb = {on_up,           on_down,        ring_on_data,
+                                       ring_on_payload, on_sent,        ring_on_epoch,
+                                       ring_on_settle,  ring_on_commit, on_report};
     if (rc == 0) rc = links_new(&r->links, loop, c, me, &cb, r);
     if (rc < 0) {
         ring_free(r);

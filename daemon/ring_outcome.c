@@ -38,6 +38,7 @@ static void name_straggler(const ring *r, active *a)
 {
     a->t.last_host = -1;
     a->t.spread_us = 0;
+    a->t.offsets = 0;
     if (a->job->kind != RINGD_COLL_ALLREDUCE || r->n < 2) return;
     for (int h = 0; h < r->n; h++)
         if (a->delta_us[h] == FRAME_DELTA_UNKNOWN) return;
@@ -54,6 +55,11 @@ static void name_straggler(const ring *r, active *a)
         if (at < lo) lo = at;
     }
     a->t.spread_us = (uint64_t)(hi - lo);
+    /* For the accounting of this host's ranks (gather.c): how long after
+     * this host the last one started, how long before it the first. */
+    a->t.offsets = 1;
+    a->t.late_us = (uint64_t)hi;
+    a->t.early_us = (uint64_t)-lo;
 }
 
 /* ---- completing ---- */

@@ -742,10 +742,26 @@ static int star_leave(engine *e, int leave, const char *why)
     return RINGD_EINVAL;
 }
 
-static const engine_ops star_ops = {star_start,      star_submit,    star_cancel,      star_close,
-                                    star_stats,      star_watch,     star_members,     star_left,
-                                    star_generation, star_submitted, star_why_waiting, star_view,
-                                    star_membership, star_leave};
+/* The star is a baseline for the ring's bandwidth: its links carry no
+ * summaries, and ringctl report shows the host it asks only. */
+static int star_send_report(engine *e, const summary_part *p)
+{
+    (void)e;
+    (void)p;
+    return RINGD_EINVAL;
+}
+
+static void star_watch_reports(engine *e, engine_report_cb cb, void *data)
+{
+    (void)e;
+    (void)cb;
+    (void)data;
+}
+
+static const engine_ops star_ops = {
+    star_start,      star_submit, star_cancel,      star_close,        star_stats,       star_watch,
+    star_members,    star_left,   star_generation,  star_submitted,    star_why_waiting, star_view,
+    star_membership, star_leave,  star_send_report, star_watch_reports};
 
 int star_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key *key)
 {

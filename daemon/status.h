@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "proto/msg.h"
 #include "rates.h"
+#include "report.h"
 
 /* The last reload (SIGHUP), as main.c records it. */
 typedef struct {
@@ -45,6 +46,7 @@ typedef struct {
     uint64_t now_ms;
     status_reload reload;
     status_balance balance;
+    report_totals totals; /* the ranks' time and the host's energy (n 0: none) */
 } status_snapshot;
 
 /* Hosts in the ring: all configured, or an elastic ring's members. */

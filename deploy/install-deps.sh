@@ -26,6 +26,7 @@ bench=(iproute2 iperf3                       # the network-namespace testbed and
 package=(dpkg-dev file)                      # cpack -G DEB: dpkg-shlibdeps, dpkg-buildflags
 tests=(
     python3-pytest                    # the Python and service tests
+    python3-jsonschema                # tests/python/test_report.py: the trace's schema
     systemd man-db                    # systemd-analyze verify of the unit (and its man pages)
     clang-14 libclang-rt-14-dev       # the libFuzzer targets (libFuzzer is in compiler-rt)
     lintian                           # the Debian packages' check

@@ -173,7 +173,8 @@ def worker(args):
 
     def distribute(model, opt):
         rt.broadcast_parameters(model, root_rank=0)
-        return model, rt.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        return model, rt.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+                                              report=args.report)
 
     def report(epoch, loss):
         losses = c.allgather(np.array([loss]))[:, 0]
@@ -252,13 +253,17 @@ def main():
                     help="steps between checkpoints (25)")
     ap.add_argument("--crash-at-step", type=int, default=0, metavar="K",
                     help="rank 0 dies at step K, as a crash would (0: never)")
+    ap.add_argument("--report", action="store_true",
+                    help="rank 0 prints, as it exits, where the ranks spent their time "
+                    "(DistributedOptimizer(report=True))")
     args = ap.parse_args()
     if args.launch:
         from ringd import launch
 
         cmd = [sys.executable, os.path.abspath(__file__)]
-        cmd += [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                if k != "launch" and v is not None]
+        flags = {k.replace("_", "-"): v for k, v in vars(args).items()
+                 if k != "launch" and v is not None and v is not False}
+        cmd += [f"--{k}" if v is True else f"--{k}={v}" for k, v in flags.items()]
         print(f"Starting {args.launch} ringd daemons on 127.0.0.1 and {args.launch} training "
               "processes", flush=True)
         return launch.run(cmd, hosts=args.launch)

@@ -11,6 +11,7 @@
 
 #include "proto/bytes.h"
 #include "proto/frame.h"
+#include "proto/summary-internal.h"
 
 _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for frames and messages");
 
@@ -29,6 +30,9 @@ _Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a contr
 _Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");
 _Static_assert(AUTH_BODY <= FRAME_MAX_CONTROL_BODY, "AUTH fits a control body");
 _Static_assert(EPOCH_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "EPOCH fits a control body");
+/* The daemon's frame reader holds any body but DATA's in a buffer of the
+ * COMMIT's size (daemon/reader.h). */
+_Static_assert(FRAME_MAX_REPORT_BODY <= FRAME_MAX_COMMIT_BODY, "REPORT fits the reader's body");
 
 const char *frame_strerror(int err)
 {
@@ -72,6 +76,8 @@ const char *frame_type_name(int type)
         return "EPOCH";
     case FRAME_COMMIT:
         return "COMMIT";
+    case FRAME_REPORT:
+        return "REPORT";
     }
     return "UNKNOWN";
 }
@@ -111,6 +117,9 @@ int frame_decode_header(const uint8_t *buf, size_t len, frame_header *out)
         break;
     case FRAME_COMMIT:
         ok = n <= FRAME_MAX_COMMIT_BODY;
+        break;
+    case FRAME_REPORT:
+        ok = n <= FRAME_MAX_REPORT_BODY;
         break;
     default:
         return FRAME_ETYPE;
@@ -465,5 +474,22 @@ int frame_decode_commit(const frame_header *hdr, const uint8_t *body, frame_comm
         out->done[i] = base + d;
     }
     if (out->n && least != 0) r.bad = 1;
+    return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
+}
+
+int frame_encode_report(uint8_t *buf, size_t cap, const summary_part *p)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    summary_put(&w, p);
+    return finish(&w, FRAME_REPORT, 0, body_len(&w));
+}
+
+int frame_decode_report(const frame_header *hdr, const uint8_t *body, summary_part *out)
+{
+    bytes_reader r = {body, hdr->length, hdr->type != FRAME_REPORT};
+
+    summary_get(&r, out);
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }

@@ -15,8 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/summary.h"
+
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 6
+#define FRAME_VERSION 7
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -29,6 +31,7 @@
 #define FRAME_MAX_WAITING 256       /* EPOCH: who an incomplete ring waits for */
 #define FRAME_MAX_COMMIT_HOSTS 1024 /* hosts a COMMIT frame counts (CFG_MAX_HOSTS) */
 #define FRAME_MAX_COMMIT_BODY (14 + 4 * FRAME_MAX_COMMIT_HOSTS)
+#define FRAME_MAX_REPORT_BODY SUMMARY_MAX_BODY /* one part of a host's summary */
 #define FRAME_NO_SEQ UINT64_MAX /* EPOCH.fail_seq: no collective failed */
 #define FRAME_NONCE_SIZE 32     /* handshake challenges */
 #define FRAME_MAC_SIZE 32       /* HMAC-SHA256 */
@@ -52,6 +55,7 @@ typedef enum {
     FRAME_AUTH = 6,    /* connector -> acceptor: its answer to the acceptor's challenge */
     FRAME_EPOCH = 7,   /* the ring broke, re-forms or is whole again; travels the ring */
     FRAME_COMMIT = 8,  /* how many collectives each host has completed; travels the ring */
+    FRAME_REPORT = 9,  /* where one host's ranks spent their time (summary.h); travels the ring */
 } frame_type;
 
 typedef struct {
@@ -248,6 +252,7 @@ int frame_encode_ping(uint8_t *buf, size_t cap);
 int frame_encode_auth(uint8_t *buf, size_t cap, const frame_auth *a);
 int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e);
 int frame_encode_commit(uint8_t *buf, size_t cap, const frame_commit *c);
+int frame_encode_report(uint8_t *buf, size_t cap, const summary_part *p);
 
 /* Body decoders: body is the `hdr->length` bytes after the header (for DATA,
  * only the first FRAME_DATA_HEADER_SIZE of them). They check that the body is
@@ -260,5 +265,7 @@ int frame_decode_abort(const frame_header *hdr, const uint8_t *body, frame_abort
 int frame_decode_auth(const frame_header *hdr, const uint8_t *body, frame_auth *out);
 int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch *out);
 int frame_decode_commit(const frame_header *hdr, const uint8_t *body, frame_commit *out);
+/* The layout only: what the part says of itself is summary_check()'s. */
+int frame_decode_report(const frame_header *hdr, const uint8_t *body, summary_part *out);
 
 #endif /* RINGD_PROTO_FRAME_H */

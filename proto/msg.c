@@ -12,6 +12,7 @@
  */
 #include "proto/bytes.h"
 #include "proto/msg.h"
+#include "proto/summary-internal.h"
 
 _Static_assert(MSG_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for frames and messages");
 
@@ -82,6 +83,10 @@ const char *msg_type_name(int type)
         return "LEAVE_REQ";
     case MSG_BALANCE:
         return "BALANCE";
+    case MSG_REPORT_REQ:
+        return "REPORT_REQ";
+    case MSG_REPORT:
+        return "REPORT";
     }
     return "UNKNOWN";
 }
@@ -99,7 +104,7 @@ int msg_decode_header(const uint8_t *buf, size_t len, msg_header *out)
 
     if (get_u32(buf) != MSG_MAGIC) return MSG_EMAGIC;
     if (out->version != MSG_VERSION) return MSG_EVERSION;
-    if (out->type < MSG_HELLO || out->type > MSG_BALANCE) return MSG_ETYPE;
+    if (out->type < MSG_HELLO || out->type > MSG_REPORT) return MSG_ETYPE;
     if (out->length > MSG_MAX_BODY) return MSG_ELENGTH;
     return MSG_OK;
 }
@@ -591,5 +596,65 @@ int msg_decode_balance(const msg_header *h, const uint8_t *body, msg_balance *ou
 
     out->id = rd_u64(&r);
     rd_split(&r, &out->split);
+    return done(&r);
+}
+
+int msg_encode_report_req(uint8_t *buf, size_t cap, const msg_report_req *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    return finish(&w, MSG_REPORT_REQ);
+}
+
+int msg_decode_report_req(const msg_header *h, const uint8_t *body, msg_report_req *out)
+{
+    bytes_reader r = reader(h, MSG_REPORT_REQ, body);
+
+    out->id = rd_u64(&r);
+    return done(&r);
+}
+
+int msg_encode_report(uint8_t *buf, size_t cap, const msg_report *m)
+{
+    bytes_writer w;
+
+    wr_begin(&w, buf, cap);
+    wr_u64(&w, m->id);
+    wr_u32(&w, m->index);
+    wr_u32(&w, m->count);
+    wr_u32(&w, m->n_hosts);
+    wr_u32(&w, m->me);
+    wr_u32(&w, m->host_index);
+    wr_u64(&w, m->now_us);
+    wr_u8(&w, m->flags);
+    wr_str(&w, m->cluster, MSG_MAX_NAME);
+    wr_str(&w, m->host, MSG_MAX_NAME);
+    if (m->flags & MSG_REPORT_HAS_PART) summary_put(&w, &m->part);
+    return finish(&w, MSG_REPORT);
+}
+
+int msg_decode_report(const msg_header *h, const uint8_t *body, msg_report *out)
+{
+    bytes_reader r = reader(h, MSG_REPORT, body);
+
+    out->id = rd_u64(&r);
+    out->index = rd_u32(&r);
+    out->count = rd_u32(&r);
+    out->n_hosts = rd_u32(&r);
+    out->me = rd_u32(&r);
+    out->host_index = rd_u32(&r);
+    out->now_us = rd_u64(&r);
+    out->flags = rd_u8(&r);
+    rd_str(&r, out->cluster, MSG_MAX_NAME);
+    rd_str(&r, out->host, MSG_MAX_NAME);
+    out->part.n = 0;
+    if (out->flags & MSG_REPORT_HAS_PART) summary_get(&r, &out->part);
+    if (out->index >= out->count || out->me >= out->n_hosts || out->host_index >= out->n_hosts)
+        r.bad = 1;
+    if ((out->flags & ~MSG_REPORT_HAS_PART) ||
+        ((out->flags & MSG_REPORT_HAS_PART) && out->part.host != out->host_index))
+        r.bad = 1;
     return done(&r);
 }

@@ -11,13 +11,16 @@
  * A session: the client sends HELLO, the daemon answers WELCOME (or ERROR and
  * closes). Then every request carries a client-chosen id and gets exactly one
  * reply carrying the same id, in order: RESULT for REGISTER, UNREGISTER and
- * COLLECTIVE, LEAVE_REQ, BALANCE; STATUS for STATUS_REQ.
+ * COLLECTIVE, LEAVE_REQ, BALANCE; STATUS for STATUS_REQ; for REPORT_REQ a
+ * run of REPORT messages, each with the id.
  */
 #ifndef RINGD_PROTO_MSG_H
 #define RINGD_PROTO_MSG_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "proto/summary.h"
 
 #define MSG_MAGIC 0x52474443u /* "RGDC" */
 #define MSG_VERSION 4
@@ -27,17 +30,19 @@
 #define MSG_MAX_TEXT 1024 /* error messages */
 
 typedef enum {
-    MSG_HELLO = 1,      /* client -> daemon */
-    MSG_WELCOME = 2,    /* daemon -> client */
-    MSG_ERROR = 3,      /* daemon -> client: session refused or broken; the daemon closes */
-    MSG_REGISTER = 4,   /* client -> daemon, with one fd (SCM_RIGHTS): a shared region */
-    MSG_UNREGISTER = 5, /* client -> daemon */
-    MSG_COLLECTIVE = 6, /* client -> daemon: run a collective on a registered region */
-    MSG_RESULT = 7,     /* daemon -> client: outcome of a request */
-    MSG_STATUS_REQ = 8, /* client -> daemon: the ring's state (ringctl status) */
-    MSG_STATUS = 9,     /* daemon -> client */
-    MSG_LEAVE_REQ = 10, /* client -> daemon: this host leaves or rejoins the ring (ringctl) */
-    MSG_BALANCE = 11,   /* client -> daemon: the split of a balanced job (ringd.balance) */
+    MSG_HELLO = 1,       /* client -> daemon */
+    MSG_WELCOME = 2,     /* daemon -> client */
+    MSG_ERROR = 3,       /* daemon -> client: session refused or broken; the daemon closes */
+    MSG_REGISTER = 4,    /* client -> daemon, with one fd (SCM_RIGHTS): a shared region */
+    MSG_UNREGISTER = 5,  /* client -> daemon */
+    MSG_COLLECTIVE = 6,  /* client -> daemon: run a collective on a registered region */
+    MSG_RESULT = 7,      /* daemon -> client: outcome of a request */
+    MSG_STATUS_REQ = 8,  /* client -> daemon: the ring's state (ringctl status) */
+    MSG_STATUS = 9,      /* daemon -> client */
+    MSG_LEAVE_REQ = 10,  /* client -> daemon: this host leaves or rejoins the ring (ringctl) */
+    MSG_BALANCE = 11,    /* client -> daemon: the split of a balanced job (ringd.balance) */
+    MSG_REPORT_REQ = 12, /* client -> daemon: where every rank's time went (ringctl report) */
+    MSG_REPORT = 13,     /* daemon -> client: one part of one host's summary; `count` answer */
 } msg_type;
 
 /* The status of a RESULT that carries the resize trailer: RINGD_ERESIZED of
@@ -163,6 +168,26 @@ typedef struct {
     uint64_t id;
     msg_split split;
 } msg_balance;
+typedef struct {
+    uint64_t id;
+} msg_report_req;
+
+#define MSG_REPORT_HAS_PART 0x01 /* the host has sent a summary: part follows */
+
+/* One of the `count` REPORTs answering a REPORT_REQ: one part of one
+ * host's summary (summary.h), or for a host that has sent none, just its
+ * name. Every configured host appears, in ring order. */
+typedef struct {
+    uint64_t id;
+    uint32_t index, count; /* this message, of count (>= 1) answering the request */
+    uint32_t n_hosts, me;  /* hosts configured; the answering host's place */
+    uint32_t host_index;   /* the place of the host the part is of */
+    uint64_t now_us;       /* the answering daemon's clock (Unix time, microseconds) */
+    uint8_t flags;         /* MSG_REPORT_HAS_PART */
+    char cluster[MSG_MAX_NAME + 1];
+    char host[MSG_MAX_NAME + 1]; /* the name of host host_index */
+    summary_part part;           /* with MSG_REPORT_HAS_PART; part.host == host_index */
+} msg_report;
 
 /* Connection state of a ring link, as shown by ringctl status. */
 typedef enum {
@@ -286,6 +311,8 @@ int msg_encode_status_req(uint8_t *buf, size_t cap, const msg_status_req *m);
 int msg_encode_status(uint8_t *buf, size_t cap, const msg_status *m);
 int msg_encode_leave_req(uint8_t *buf, size_t cap, const msg_leave_req *m);
 int msg_encode_balance(uint8_t *buf, size_t cap, const msg_balance *m);
+int msg_encode_report_req(uint8_t *buf, size_t cap, const msg_report_req *m);
+int msg_encode_report(uint8_t *buf, size_t cap, const msg_report *m);
 
 /* Decoders take the header and its body and return MSG_OK or MSG_EMALFORMED
  * (the body does not have the type's layout: wrong size, bad string).
@@ -302,5 +329,10 @@ int msg_decode_status_req(const msg_header *h, const uint8_t *body, msg_status_r
 int msg_decode_status(const msg_header *h, const uint8_t *body, msg_status *out);
 int msg_decode_leave_req(const msg_header *h, const uint8_t *body, msg_leave_req *out);
 int msg_decode_balance(const msg_header *h, const uint8_t *body, msg_balance *out);
+int msg_decode_report_req(const msg_header *h, const uint8_t *body, msg_report_req *out);
+/* Also malformed: index not below count, a host or me not below n_hosts,
+ * unknown flags, a part of another host than host_index. What the part says
+ * of itself is summary_check()'s. */
+int msg_decode_report(const msg_header *h, const uint8_t *body, msg_report *out);
 
 #endif /* RINGD_PROTO_MSG_H */

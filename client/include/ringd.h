@@ -286,6 +286,24 @@ typedef struct {
  * argument, n_ranks < 1, rows that do not sum to global_batch, a negative
  * or non-finite rate), or a session error (RINGD_ECLOSED, ...). */
 int ringd_report_split(ringd_client *c, const ringd_split *split);
+/* Where every rank of the ring spent its time: what `ringctl report --json`
+ * prints. Asks the daemon at socket_path (NULL: $RINGD_SOCKET if set, else
+ * /run/ringd/ringd.sock) as an observer (it takes no rank); the daemon
+ * answers with the latest summary of every host of the ring, which the
+ * daemons exchange once a second. On success *json is one JSON object,
+ * NUL-terminated, that the caller frees with ringd_report_free(): per rank
+ * its compute, wait, transfer and failure seconds, calls and bytes, for the
+ * job and for the last minute, and its recent calls; per host its CPU
+ * seconds and energy; the job's wall time, useful work, speedup and
+ * efficiency, and the rank that made the others wait most (docs/ops.md,
+ * "Report", has every key). Blocks for at most a few seconds. Returns 0, or
+ * RINGD_EINVAL (json is NULL), RINGD_ECONNECT, RINGD_EPROTO (the daemon
+ * sent something malformed), ..., with the message in
+ * ringd_last_error(NULL). */
+int ringd_report_json(const char *socket_path, char **json);
+
+/* Frees what ringd_report_json() returned. NULL is accepted. */
+void ringd_report_free(char *json);
 
 /* Allocates bytes of memory shared with the daemon, which reads and writes it
  * in place. Aligned to 64 bytes, zero-filled. Returns NULL on failure (see

@@ -227,6 +227,7 @@ static int on_message(fake_daemon *f, int conn, const msg_header *h, const uint8
         msg_status_req sreq;
         msg_leave_req leave;
         msg_balance balance;
+        msg_report_req rreq;
     } m;
     switch (h->type) {
     case MSG_REGISTER:
@@ -246,6 +247,17 @@ static int on_message(fake_daemon *f, int conn, const msg_header *h, const uint8
         st.id = m.sreq.id;
         uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
         send_all(conn, buf, msg_encode_status(buf, sizeof buf, &st));
+        return 0;
+    }
+    case MSG_REPORT_REQ: {
+        if (!f->reports || msg_decode_report_req(h, body, &m.rreq) != MSG_OK) break;
+        static msg_report r; /* 5 KiB: not on the thread's stack */
+        uint8_t buf[MSG_HEADER_SIZE + MSG_MAX_BODY];
+        for (int i = 0; i < f->n_reports; i++) {
+            r = f->reports[i];
+            r.id = m.rreq.id;
+            send_all(conn, buf, msg_encode_report(buf, sizeof buf, &r));
+        }
         return 0;
     }
     case MSG_LEAVE_REQ:

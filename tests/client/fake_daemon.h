@@ -75,6 +75,10 @@ typedef struct {
     int32_t register_code; /* RESULT status for REGISTER, 0 by default */
     msg_status status;     /* the answer to STATUS_REQ (its id is set by the fake) */
     int32_t balance_code;  /* RESULT status for BALANCE, 0 by default */
+    /* The answer to REPORT_REQ: these, with the request's id (points at the
+     * test's; NULL: REPORT_REQ is unexpected). */
+    const msg_report *reports;
+    int n_reports;
 
     /* Record: read by the test after fake_join(). */
     int sessions;                /* connections accepted */

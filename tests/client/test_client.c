@@ -687,3 +687,52 @@ Test(elastic, report_split_refuses_a_split_that_is_no_split)
     finish(c);
     cr_assert_eq(F.n_balances, 2, "only the valid splits were sent");
 }
+
+/* ---- ringd_report_json() ---- */
+
+TestSuite(report, .init = start, .fini = stop, .timeout = 30);
+
+Test(report, returns_the_rings_report_as_json_from_an_observer_session)
+{
+    static msg_report m;
+    memset(&m, 0, sizeof m);
+    m.count = 1;
+    m.n_hosts = 1;
+    m.flags = MSG_REPORT_HAS_PART;
+    snprintf(m.cluster, sizeof m.cluster, "c");
+    snprintf(m.host, sizeof m.host, "a");
+    m.part = (summary_part){.parts = 1,
+                            .boot_us = 1,
+                            .version = 1,
+                            .at_us = 20000000,
+                            .job_us = 10000000,
+                            .window_ms = 60000,
+                            .local_size = 1,
+                            .n = 1};
+    m.part.ranks[0].rank = 0;
+    m.part.ranks[0].flags = SUMMARY_RANK_CONNECTED;
+    m.part.ranks[0].life.compute_us = 8000000;
+    m.part.ranks[0].life.transfer_us = 2000000;
+    F.reports = &m;
+    F.n_reports = 1;
+    char *json = NULL;
+    cr_assert_eq(ringd_report_json(F.path, &json), 0, "%s", ringd_last_error(NULL));
+    cr_assert_not_null(json);
+    cr_assert_not_null(strstr(json, "\"speedup\": 0.800000"), "%s", json);
+    cr_assert_not_null(strstr(json, "\"ranks\": [{\"rank\": 0, \"host\": \"a\""), "%s", json);
+    ringd_report_free(json);
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+    cr_assert_eq(F.hello.flags, MSG_HELLO_OBSERVER);
+}
+
+Test(report, says_why_when_there_is_none)
+{
+    char *json = (char *)"untouched";
+    cr_assert_eq(ringd_report_json("/nonexistent/ringd.sock", &json), RINGD_ECONNECT);
+    cr_assert_null(json);
+    cr_assert_not_null(strstr(ringd_last_error(NULL), "/nonexistent/ringd.sock"), "%s",
+                       ringd_last_error(NULL));
+    cr_assert_eq(ringd_report_json(F.path, NULL), RINGD_EINVAL);
+    ringd_report_free(NULL);
+}

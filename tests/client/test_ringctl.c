@@ -737,3 +737,162 @@ Test(ringctl, status_shows_rates_and_which_collectives_waited_for_the_left_neigh
                                    "\"spread_us\":251000},"),
                        "%s", out);
 }
+
+/* ---- ringctl report ---- */
+
+#define JOB_US 1700000000000000ull /* a Unix time */
+
+/* The worked example of issue 27: 40 s of work spread over four ranks of
+ * one host each, 6 s of communication: 16 s, a speedup of 2.5. Rank 3 is
+ * the slow one (the others wait 4 s for it). Host c (rank 2) has sent no
+ * summary; its rank shows nowhere. */
+static msg_report reports[4];
+
+static void seed_example(void)
+{
+    static const char *const names[] = {"a", "b", "c", "d"};
+    for (int h = 0; h < 4; h++) {
+        msg_report *m = &reports[h];
+        memset(m, 0, sizeof *m);
+        m->index = (uint32_t)h;
+        m->count = 4;
+        m->n_hosts = 4;
+        m->me = 1;
+        m->host_index = (uint32_t)h;
+        m->now_us = JOB_US + 16000000;
+        snprintf(m->cluster, sizeof m->cluster, "demo");
+        snprintf(m->host, sizeof m->host, "%s", names[h]);
+        if (h == 2) continue;
+        m->flags = MSG_REPORT_HAS_PART;
+        summary_part *p = &m->part;
+        p->host = (uint32_t)h;
+        p->parts = 1;
+        p->boot_us = JOB_US - 1;
+        p->version = 3;
+        p->at_us = JOB_US + 16000000;
+        p->job_us = JOB_US;
+        p->window_ms = 60000;
+        p->daemon_cpu_us = 500000;
+        p->energy = SUMMARY_ENERGY_ESTIMATED;
+        p->energy_mj = 105000;
+        p->watts_mw = 10000;
+        p->local_size = 1;
+        p->n = 1;
+        summary_rank *k = &p->ranks[0];
+        k->rank = h;
+        k->pid = 4000 + (uint32_t)h;
+        k->life = (summary_times){.compute_us = h == 3 ? 14000000 : 10000000,
+                                  .wait_us = h == 3 ? 0 : 4000000,
+                                  .transfer_us = 2000000,
+                                  .calls = 100,
+                                  .bytes = 100 << 20};
+        k->window = k->life;
+        k->cpu_us = 10000000;
+        if (h == 3) {
+            k->late_us = 4000000;
+            k->late_calls = 100;
+        }
+        k->n_spans = 2;
+        k->spans[0] = (summary_span){
+            .start_us = JOB_US + 15000000, .dur_us = 60000, .wait_us = 40000, .kind = 1};
+        k->spans[1] = (summary_span){.start_us = JOB_US + 15100000,
+                                     .dur_us = 60000,
+                                     .wait_us = 0,
+                                     .kind = 1,
+                                     .flags = h == 0 ? SUMMARY_SPAN_FAILED : 0};
+    }
+    F.reports = reports;
+    F.n_reports = 4;
+}
+
+Test(ringctl, report_shows_each_rank_the_speedup_and_who_made_the_others_wait)
+{
+    seed_example();
+    cr_assert_eq(ringctl("--socket", F.path, "report", NULL), 0, "stderr: %s", err);
+    cr_assert_not_null(strstr(out, "ring demo, 4 hosts, as b sees it: the job so far (its longest "
+                                   "rank: 16.0 s)\n"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "    3 d                14.00s      0.00s      2.00s      "
+                                   "0.00s     100      0   100.0 MiB    10.00s     100  (left)\n"),
+                       "%s", out);
+    /* (10 + 10 + 14) s of work in 16 s: three ranks reported. */
+    cr_assert_not_null(strstr(out, "useful work 34.0 s in 16.0 s of wall time: speedup 2.12 of 3 "
+                                   "ranks, efficiency 71%\n"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "the others waited most for rank 3 on d: it came last to 100 "
+                                   "calls, 4.00 s after the first rank in all\n"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "energy 315 J (estimated: CPU seconds x 10 W)"), "%s", out);
+    cr_assert_not_null(strstr(out, "no summary from host c yet"), "%s", out);
+    cr_assert_eq(fake_join(&F), 0);
+    cr_assert_str_empty(F.problem, "%s", F.problem);
+    cr_assert_eq(F.hello.flags, MSG_HELLO_OBSERVER);
+    cr_assert_eq(F.types[0], MSG_REPORT_REQ);
+}
+
+Test(ringctl, report_json_has_the_keys_of_ringd_report)
+{
+    seed_example();
+    cr_assert_eq(ringctl("--socket", F.path, "report", "--json", NULL), 0, "stderr: %s", err);
+    static const char *const keys[] = {
+        "{\"cluster\": \"demo\", \"host\": \"b\", ",
+        "\"wall_s\": 16.000000, \"useful_s\": 34.000000, ",
+        "\"speedup\": 2.125000, \"efficiency\": 0.708333",
+        "\"waited_most\": {\"rank\": 3, \"host\": \"d\", \"late_s\": 4.000000, \"late_calls\": "
+        "100}",
+        "\"energy_j\": 315.000000, \"energy_source\": \"estimated\"",
+        "{\"host\": \"c\", \"index\": 2, \"reported\": false}",
+        "{\"rank\": 0, \"host\": \"a\", \"local_rank\": 0, \"pid\": 4000, \"connected\": false, "
+        "\"failing\": false, \"compute_s\": 10.000000, \"wait_s\": 4.000000, \"transfer_s\": "
+        "2.000000, \"failure_s\": 0.000000, \"wall_s\": 16.000000, \"calls\": 100, "
+        "\"failed_calls\": 0, \"bytes\": 104857600",
+        "{\"kind\": \"allreduce\", \"start\": 1700000015.100000, \"dur_s\": 0.060000, \"wait_s\": "
+        "0.000000, \"ok\": false}",
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_expect_not_null(strstr(out, keys[i]), "no %s in %s", keys[i], out);
+}
+
+Test(ringctl, report_writes_a_trace_and_a_chart)
+{
+    seed_example();
+    char trace[256], svg[256];
+    snprintf(trace, sizeof trace, "%s/t.json", F.dir);
+    snprintf(svg, sizeof svg, "%s/c.svg", F.dir);
+    cr_assert_eq(ringctl("--socket", F.path, "report", "--trace", trace, "--svg", svg, NULL), 0,
+                 "stderr: %s", err);
+    char text[16384];
+    FILE *f = fopen(trace, "r");
+    cr_assert_not_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    unlink(trace);
+    cr_assert_not_null(strstr(text, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 4, "
+                                    "\"tid\": 3, \"args\": {\"name\": \"rank 3\"}}"),
+                       "%s", text);
+    cr_assert_not_null(strstr(text,
+                              "{\"name\": \"wait\", \"cat\": \"wait\", \"ph\": \"X\", \"ts\": "
+                              "0, \"dur\": 40000, \"pid\": 1, \"tid\": 0, \"cname\": "
+                              "\"grey\"}"),
+                       "%s", text);
+    cr_assert_not_null(strstr(text, "{\"name\": \"allreduce (failed)\", \"cat\": \"failure\""),
+                       "%s", text);
+    f = fopen(svg, "r");
+    cr_assert_not_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    unlink(svg);
+    cr_assert_not_null(strstr(text, "<svg xmlns=\"http://www.w3.org/2000/svg\""), "%s", text);
+    cr_assert_not_null(strstr(text, "<title>rank 3 compute: 14.000 s</title>"), "%s", text);
+    cr_assert_not_null(strstr(text, "</svg>\n"));
+}
+
+Test(ringctl, report_refuses_a_summary_that_claims_what_cannot_be)
+{
+    seed_example();
+    reports[3].part.ranks[0].life.compute_us = 60000000; /* in a job of 16 s */
+    cr_assert_eq(ringctl("--socket", F.path, "report", NULL), 1);
+    cr_assert_not_null(strstr(err, "report: the summary of host d is malformed: local rank 0: "
+                                   "62000000 us accounted in a job of 16000000 us"),
+                       "%s", err);
+}

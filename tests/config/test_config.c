@@ -266,6 +266,34 @@ Test(config, rejects_segment_size_out_of_range) {
                          "2:15: segment_size: expected a size from 4 KiB to 16 MiB, got \"32MiB\"");
 }
 
+Test(config, watts_per_core_is_a_decimal_number_of_watts_up_to_1000)
+{
+    cfg c = parse_ok(MINIMAL);
+    cr_assert_float_eq(c.watts_per_core, 10.0, 1e-9, "the default");
+    cfg_free(&c);
+    static const struct {
+        const char *text;
+        double watts;
+    } good[] = {{"0", 0}, {"7.5", 7.5}, {"12.125", 12.125}, {"1000", 1000}, {"1000.000", 1000}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml, MINIMAL "watts_per_core: %s\n", good[i].text);
+        c = parse_ok(yaml);
+        cr_assert_float_eq(c.watts_per_core, good[i].watts, 1e-9, "%s", good[i].text);
+        cfg_free(&c);
+    }
+    static const char *const bad[] = {"1000.5", "-1", "1e3", "7.", ".5", "7.1234", "lots", "nan"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char yaml[256], want[256];
+        snprintf(yaml, sizeof yaml, MINIMAL "watts_per_core: %s\n", bad[i]);
+        snprintf(want, sizeof want,
+                 "5:17: watts_per_core: expected a number of watts 0..1000, such as 7.5, got "
+                 "\"%s\"",
+                 bad[i]);
+        expect_rejected(yaml, want);
+    }
+}
+
 Test(config, rejects_segment_size_not_a_multiple_of_8) {
     expect_rejected(MINIMAL "segment_size: 4100\n",
                     "5:15: segment_size: expected a multiple of 8 bytes, got \"4100\"");

@@ -70,15 +70,18 @@ typedef struct {
     uint64_t id;
     int status;
     char text[MSG_MAX_TEXT + 1];
+    int timed; /* t holds how it went (a success) */
+    gather_timing t;
 } reply;
 
 static reply replies[MAX_REPLIES];
 static int n_replies;
 
-static void on_reply(void *s, uint64_t id, int status, const char *text)
+static void on_reply(void *s, uint64_t id, int status, const char *text, const gather_timing *t)
 {
     cr_assert_lt(n_replies, MAX_REPLIES);
-    replies[n_replies++] = (reply){.s = s, .id = id, .status = status};
+    replies[n_replies++] = (reply){.s = s, .id = id, .status = status, .timed = t != NULL};
+    if (t) replies[n_replies - 1].t = *t;
     snprintf(replies[n_replies - 1].text, sizeof replies[0].text, "%s", text ? text : "");
 }
 
@@ -323,6 +326,81 @@ Test(gather, a_late_rank_gets_the_failure_of_a_collective_handed_over_failed_nev
     cr_assert_eq(r1->status, r0->status, "%s: %s", ringd_errname(r1->status), r1->text);
     cr_assert_str_eq(r1->text, r0->text);
     fe.jobs[0]->done(fe.jobs[0], fe.jobs[0]->preset_status, fe.jobs[0]->preset_message);
+    regions_clear(&set0);
+    regions_clear(&set1);
+}
+
+/* Both local ranks submit one allreduce, rank 1 20 ms after rank 0, and
+ * the engine completes it as t says; returns the job. */
+static job *run_one(region *reg0, region *reg1, const job_timing *t, uint64_t *submitted1)
+{
+    static int s0, s1;
+    gather_pos p0 = {0}, p1 = {0};
+    gather_join(g, &p0);
+    gather_join(g, &p1);
+    ready();
+    msg_collective m = allreduce(60000);
+    gather_submit(g, &s0, 0, &p0, 1, reg0, reg0->base, &m);
+    usleep(20000);
+    *submitted1 = uv_hrtime();
+    gather_submit(g, &s1, 1, &p1, 1, reg1, reg1->base, &m);
+    cr_assert_eq(fe.n_jobs, 1);
+    job *j = fe.jobs[0];
+    j->t = *t;
+    j->t.start_ns = uv_hrtime();
+    j->done(j, 0, NULL);
+    cr_assert_eq(n_replies, 2);
+    return j;
+}
+
+Test(gather, a_success_tells_each_rank_when_the_last_rank_of_the_ring_came)
+{
+    region_set set0 = {0}, set1 = {0};
+    region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
+    uint64_t submitted1;
+    /* Another host started 30 ms after this one. */
+    job_timing t = {.offsets = 1, .late_us = 30000, .early_us = 0};
+    run_one(reg0, reg1, &t, &submitted1);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(replies[i].timed);
+        cr_assert_eq(replies[i].t.late_ns, 0, "another host came last");
+    }
+    uint64_t last = replies[0].t.last_ns;
+    cr_assert_eq(replies[1].t.last_ns, last);
+    cr_assert_geq(last, submitted1 + 30000000ull, "the other host's start, not this one's");
+    regions_clear(&set0);
+    regions_clear(&set1);
+}
+
+Test(gather, the_last_local_rank_of_the_last_host_is_named_late)
+{
+    region_set set0 = {0}, set1 = {0};
+    region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
+    uint64_t submitted1;
+    /* This host came last, 50 ms after the first host. */
+    job_timing t = {.offsets = 1, .late_us = 0, .early_us = 50000};
+    run_one(reg0, reg1, &t, &submitted1);
+    cr_assert_eq(replies[0].t.late_ns == 0, replies[1].t.late_ns != 0, "one rank came last");
+    const reply *late = replies[0].t.late_ns ? &replies[0] : &replies[1];
+    /* From the first host's start, 50 ms before this host's (which is
+     * after its last rank's submission, by the time the test takes). */
+    cr_assert_geq(late->t.late_ns, 45000000ull);
+    cr_assert_lt(late->t.late_ns, 1000000000ull);
+    cr_assert_geq(late->t.last_ns, submitted1, "the last rank of the ring is this host's last");
+    regions_clear(&set0);
+    regions_clear(&set1);
+}
+
+Test(gather, without_other_hosts_starts_only_the_local_ranks_count)
+{
+    region_set set0 = {0}, set1 = {0};
+    region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
+    uint64_t submitted1;
+    job_timing t = {0}; /* no offsets: a host alone, or a kind that carries none */
+    run_one(reg0, reg1, &t, &submitted1);
+    const reply *late = replies[0].t.late_ns ? &replies[0] : &replies[1];
+    cr_assert_geq(late->t.late_ns, 20000000ull, "rank 1 came 20 ms after rank 0");
+    cr_assert_geq(late->t.last_ns, submitted1);
     regions_clear(&set0);
     regions_clear(&set1);
 }

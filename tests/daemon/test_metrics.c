@@ -137,3 +137,32 @@ Test(metrics, a_balanced_jobs_split_shows_each_ranks_rows_and_speed_only_when_re
     cr_assert_not_null(strstr(buf, "ringd_balance_rows_per_second{rank=\"0\"} 2000.250\n"));
     cr_assert_not_null(strstr(buf, "ringd_balance_rows_per_second{rank=\"1\"} 0.000\n"));
 }
+
+Test(metrics, each_local_rank_counts_where_its_time_went_and_the_host_its_energy)
+{
+    status_snapshot s = sample();
+    report_rank_total ranks[2] = {
+        {.rank = 4, .compute_s = 10.5, .wait_s = 2, .transfer_s = 0.25, .calls = 9, .failed = 1},
+        {.rank = 5, .failure_s = 3}};
+    s.totals = (report_totals){.n = 2,
+                               .ranks = ranks,
+                               .energy = SUMMARY_ENERGY_ESTIMATED,
+                               .energy_j = 123.5,
+                               .daemon_cpu_s = 1.5,
+                               .ranks_cpu_s = 20};
+    static char buf[65536];
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_not_null(strstr(buf, "# TYPE ringd_rank_compute_seconds_total counter\n"));
+    cr_assert_not_null(strstr(buf, "ringd_rank_compute_seconds_total{rank=\"4\"} 10.500000\n"));
+    cr_assert_not_null(strstr(buf, "ringd_rank_wait_seconds_total{rank=\"4\"} 2.000000\n"));
+    cr_assert_not_null(strstr(buf, "ringd_rank_transfer_seconds_total{rank=\"4\"} 0.250000\n"));
+    cr_assert_not_null(strstr(buf, "ringd_rank_failure_seconds_total{rank=\"5\"} 3.000000\n"));
+    cr_assert_not_null(strstr(buf, "ringd_rank_calls_total{rank=\"4\",outcome=\"failed\"} 1\n"));
+    cr_assert_not_null(strstr(buf, "ringd_rank_calls_total{rank=\"4\",outcome=\"ok\"} 8\n"));
+    cr_assert_not_null(strstr(buf, "ringd_energy_joules_total{source=\"estimated\"} 123.500\n"));
+    cr_assert_not_null(strstr(buf, "ringd_cpu_seconds_total{process=\"ranks\"} 20.000000\n"));
+    /* Without an estimate or RAPL there is no energy series at all. */
+    s.totals.energy = SUMMARY_ENERGY_NONE;
+    cr_assert_gt(metrics_render(&s, buf, sizeof buf), 0);
+    cr_assert_null(strstr(buf, "ringd_energy_joules_total"));
+}

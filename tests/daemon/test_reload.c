@@ -226,3 +226,13 @@ Test(reload, the_description_lists_the_changes_of_a_class_and_stays_in_its_buffe
     reload_describe(&p, -1, tiny, sizeof tiny);
     cr_assert_eq(strlen(tiny), sizeof tiny - 1);
 }
+
+Test(reload, watts_per_core_applies_at_once)
+{
+    reload_plan p = diff("", "watts_per_core: 7.5\n");
+    cr_assert_not(p.reform);
+    assert_change(&p, "watts_per_core", RELOAD_AT_ONCE, "10", "7.5");
+    cr_assert_eq(p.n, 1);
+    reload_apply(&run, 0, &next);
+    cr_assert_float_eq(run.watts_per_core, 7.5, 1e-9);
+}

@@ -75,6 +75,17 @@ static void decode_body(const frame_header *hdr, const uint8_t *p)
         }
         break;
     }
+    case FRAME_REPORT: {
+        static summary_part sp;
+        if (frame_decode_report(hdr, body, &sp) == FRAME_OK) {
+            char why[256];
+            (void)summary_check(&sp, why, sizeof why); /* the rules never crash */
+            int n = frame_encode_report(out, sizeof out, &sp);
+            if (n < 0 || (uint32_t)n != FRAME_HEADER_SIZE + hdr->length) abort();
+            if (memcmp(out + FRAME_HEADER_SIZE, body, hdr->length) != 0) abort();
+        }
+        break;
+    }
     default:
         break;
     }
@@ -93,10 +104,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc != FRAME_OK) break;
         if (hdr.length > FRAME_MAX_BODY) abort(); /* the header check is the memory bound */
         size_t body = hdr.type == FRAME_DATA ? FRAME_DATA_HEADER_SIZE : hdr.length;
-        if (hdr.type != FRAME_DATA && hdr.type != FRAME_COMMIT &&
+        if (hdr.type != FRAME_DATA && hdr.type != FRAME_COMMIT && hdr.type != FRAME_REPORT &&
             hdr.length > FRAME_MAX_CONTROL_BODY)
             abort();
         if (hdr.type == FRAME_COMMIT && hdr.length > FRAME_MAX_COMMIT_BODY) abort();
+        if (hdr.type == FRAME_REPORT && hdr.length > FRAME_MAX_REPORT_BODY) abort();
         if (size - pos - FRAME_HEADER_SIZE < body) break;
         decode_body(&hdr, data + pos + FRAME_HEADER_SIZE);
         /* A DATA payload follows; a link reads it straight into its buffer. */
@@ -107,8 +119,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* As one body of every type. */
     if (size <= FRAME_MAX_COMMIT_BODY) {
-        for (int t = FRAME_HELLO; t <= FRAME_COMMIT; t++) {
-            if (t != FRAME_COMMIT && size > FRAME_MAX_CONTROL_BODY) continue;
+        for (int t = FRAME_HELLO; t <= FRAME_REPORT; t++) {
+            if (t != FRAME_COMMIT && t != FRAME_REPORT && size > FRAME_MAX_CONTROL_BODY) continue;
+            if (t == FRAME_REPORT && size > FRAME_MAX_REPORT_BODY) continue;
             frame_header hdr = {
                 .version = FRAME_VERSION, .type = (uint8_t)t, .length = (uint32_t)size};
             decode_body(&hdr, data);

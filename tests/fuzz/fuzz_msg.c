@@ -29,6 +29,8 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         msg_status status;
         msg_leave_req leave;
         msg_balance balance;
+        msg_report_req report_req;
+        msg_report report;
     } m;
     int n = 0;
     switch (h->type) {
@@ -89,6 +91,19 @@ static void decode_body(const msg_header *h, const uint8_t *p)
         if (msg_decode_balance(h, body, &m.balance) == MSG_OK)
             n = msg_encode_balance(out, sizeof out, &m.balance);
         break;
+    case MSG_REPORT_REQ:
+        if (msg_decode_report_req(h, body, &m.report_req) == MSG_OK)
+            n = msg_encode_report_req(out, sizeof out, &m.report_req);
+        break;
+    case MSG_REPORT:
+        if (msg_decode_report(h, body, &m.report) == MSG_OK) {
+            char why[256];
+            FUZZ_CHECK_STRING(m.report.cluster);
+            FUZZ_CHECK_STRING(m.report.host);
+            (void)summary_check(&m.report.part, why, sizeof why);
+            n = msg_encode_report(out, sizeof out, &m.report);
+        }
+        break;
     default:
         break;
     }
@@ -119,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if (size <= MSG_MAX_BODY) {
-        for (int t = MSG_HELLO; t <= MSG_BALANCE; t++) {
+        for (int t = MSG_HELLO; t <= MSG_REPORT; t++) {
             msg_header h = {.version = MSG_VERSION, .type = (uint8_t)t, .length = (uint32_t)size};
             decode_body(&h, data);
         }

@@ -33,6 +33,39 @@ static void put(const char *kind, const char *name, const uint8_t *buf, int n)
     }
 }
 
+/* A summary part of host 2 that keeps the rules: 3 ranks, 2 spans each. */
+static const summary_part *sample_part(void)
+{
+    static summary_part p;
+    p = (summary_part){.host = 2,
+                       .parts = 1,
+                       .boot_us = 1000,
+                       .version = 7,
+                       .job_us = 2000000,
+                       .at_us = 12000000,
+                       .window_ms = 60000,
+                       .energy = SUMMARY_ENERGY_ESTIMATED,
+                       .watts_mw = 10000,
+                       .local_size = 3,
+                       .n = 3};
+    for (int i = 0; i < 3; i++) {
+        summary_rank *k = &p.ranks[i];
+        k->rank = 6 + i;
+        k->pid = 4000 + (uint32_t)i;
+        k->flags = SUMMARY_RANK_CONNECTED;
+        k->life = (summary_times){.compute_us = 6000000,
+                                  .wait_us = 2000000,
+                                  .transfer_us = 1000000,
+                                  .calls = 100,
+                                  .bytes = 4000};
+        k->window = k->life;
+        k->n_spans = 2;
+        k->spans[0] = (summary_span){.start_us = 11000000, .dur_us = 50, .wait_us = 40, .kind = 1};
+        k->spans[1] = (summary_span){.start_us = 11000100, .dur_us = 50, .kind = 1};
+    }
+    return &p;
+}
+
 static void frames(void)
 {
     static uint8_t b[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY + 64];
@@ -108,6 +141,7 @@ static void frames(void)
     put("frame", "epoch_leave", b, frame_encode_epoch(b, sizeof b, &leave));
     static frame_commit c = {.epoch = 9, .n = 4, .done = {12, 11, 12, 13}};
     put("frame", "commit", b, frame_encode_commit(b, sizeof b, &c));
+    put("frame", "report", b, frame_encode_report(b, sizeof b, sample_part()));
     /* A handshake followed by traffic, as one stream. */
     int k = frame_encode_hello(b, sizeof b, &h);
     k += frame_encode_ping(b + k, sizeof b - (size_t)k);
@@ -152,12 +186,23 @@ static void msgs(void)
     put("msg", "collective", b, msg_encode_collective(b, sizeof b, &c));
     msg_result res = {.id = 3, .status = 0};
     put("msg", "result", b, msg_encode_result(b, sizeof b, &res));
-    msg_result resized = {.id = 3, .status = MSG_STATUS_RESIZED, .members_epoch = 9, .rank = 2,
-                          .size = 4};
+    msg_result resized = {
+        .id = 3, .status = MSG_STATUS_RESIZED, .members_epoch = 9, .rank = 2, .size = 4};
     strcpy(resized.text, "allreduce failed: ring resized to 4 hosts (4 ranks): c left");
     put("msg", "result_resized", b, msg_encode_result(b, sizeof b, &resized));
     msg_leave_req lv = {.id = 5, .action = MSG_LEAVE};
     put("msg", "leave_req", b, msg_encode_leave_req(b, sizeof b, &lv));
+    msg_report_req rq = {.id = 6};
+    put("msg", "report_req", b, msg_encode_report_req(b, sizeof b, &rq));
+    static msg_report rp = {.id = 6,
+                            .count = 1,
+                            .n_hosts = 4,
+                            .host_index = 2,
+                            .flags = MSG_REPORT_HAS_PART,
+                            .cluster = "demo",
+                            .host = "c"};
+    rp.part = *sample_part();
+    put("msg", "report", b, msg_encode_report(b, sizeof b, &rp));
     msg_status_req sr = {.id = 4};
     put("msg", "status_req", b, msg_encode_status_req(b, sizeof b, &sr));
     msg_status st = {.id = 4, .host_index = 1, .n_hosts = 4, .epoch = 2, .clients = 1};

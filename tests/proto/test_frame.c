@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 6), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 7), as specified
  * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
@@ -19,14 +19,15 @@ typedef union {
     frame_auth auth;
     frame_epoch epoch;
     frame_commit commit;
+    summary_part report;
 } any_frame;
 
 /* Every frame type that has a body, and every frame type. */
-static const int body_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_ABORT,
-                                 FRAME_AUTH,  FRAME_EPOCH,   FRAME_COMMIT};
+static const int body_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,   FRAME_ABORT,
+                                 FRAME_AUTH,  FRAME_EPOCH,   FRAME_COMMIT, FRAME_REPORT};
 #define N_BODY_TYPES (sizeof body_types / sizeof *body_types)
-static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,  FRAME_ABORT,
-                                FRAME_PING,  FRAME_AUTH,    FRAME_EPOCH, FRAME_COMMIT};
+static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,   FRAME_ABORT, FRAME_PING,
+                                FRAME_AUTH,  FRAME_EPOCH,   FRAME_COMMIT, FRAME_REPORT};
 #define N_ALL_TYPES (sizeof all_types / sizeof *all_types)
 
 /* Offsets and sizes in bodies (PROTOCOL.md). */
@@ -86,6 +87,8 @@ static int encode_any(int type, const any_frame *f, uint8_t *buf, size_t cap)
         return frame_encode_epoch(buf, cap, &f->epoch);
     case FRAME_COMMIT:
         return frame_encode_commit(buf, cap, &f->commit);
+    case FRAME_REPORT:
+        return frame_encode_report(buf, cap, &f->report);
     }
     cr_assert_fail("no encoder for type %d", type);
     return -1;
@@ -122,6 +125,9 @@ static int decode_as(int type, const frame_header *h, const uint8_t *body, size_
         break;
     case FRAME_COMMIT:
         rc = frame_decode_commit(h, copy, &out->commit);
+        break;
+    case FRAME_REPORT:
+        rc = frame_decode_report(h, copy, &out->report);
         break;
     default:
         cr_assert_fail("no decoder for type %d", type);
@@ -229,6 +235,44 @@ static any_frame sample(int type)
         for (int i = 0; i < COMMIT_HOSTS; i++)
             f.commit.done[i] = 0xfffffff000000000u + (uint64_t)i * 0x10001u;
         break;
+    case FRAME_REPORT:
+        /* Two ranks of four spans: it fits FRAME_BUF (the whole part's
+         * limits are test_summary.c's). */
+        f.report.host = 0xfffffff1u;
+        f.report.part = 0xfffe;
+        f.report.parts = 0xffff;
+        f.report.boot_us = 0x8000000000000001u;
+        f.report.version = 0x8000000000000003u;
+        f.report.at_us = 0x8000000000000005u;
+        f.report.job_us = 0x8000000000000007u;
+        f.report.window_ms = 0xfffffff3u;
+        f.report.daemon_cpu_us = 0x8000000000000009u;
+        f.report.energy_mj = 0x800000000000000bu;
+        f.report.energy = 0xfe;
+        f.report.watts_mw = 0xfffffff5u;
+        f.report.local_size = 0xfffd;
+        f.report.first = 0xfffc;
+        f.report.n = 2;
+        for (int i = 0; i < 2; i++) {
+            summary_rank *k = &f.report.ranks[i];
+            uint64_t b = 0xf000000000000000u + (uint64_t)i * 0x100u;
+            k->rank = -2147483647 + i;
+            k->pid = 0xfffffff0u - (uint32_t)i;
+            k->flags = 0xff;
+            k->life = (summary_times){b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7};
+            k->window = (summary_times){b + 11, b + 12, b + 13, b + 14, b + 15, b + 16, b + 17};
+            k->late_us = b + 21;
+            k->late_calls = b + 22;
+            k->cpu_us = b + 23;
+            k->n_spans = 4;
+            for (int j = 0; j < 4; j++)
+                k->spans[j] = (summary_span){.start_us = b + 31 + (uint64_t)j,
+                                             .dur_us = 0xfffffff0u + (uint32_t)j,
+                                             .wait_us = 0xffffff00u + (uint32_t)j,
+                                             .kind = (uint8_t)(0xf0 + j),
+                                             .flags = (uint8_t)(0xe0 + j)};
+        }
+        break;
     }
     return f;
 }
@@ -261,8 +305,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 6);
-    cr_assert_eq(FRAME_VERSION, 6);
+    cr_assert_eq(h.version, 7);
+    cr_assert_eq(FRAME_VERSION, 7);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -561,7 +605,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 6, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 7, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -588,7 +632,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 6, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 7, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -614,7 +658,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 6, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 7, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -659,7 +703,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 6, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 7, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -707,7 +751,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
                       .confirmed = 0xe1e2e3e4e5e6e7e8u};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 6, FRAME_EPOCH, 0, 0, 0, 0, 0, 159, /* header */
+        0x52, 0x47, 0x4e, 0x44, 7, FRAME_EPOCH, 0, 0, 0, 0, 0, 159, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 0, 0, 5,                                                 /* origin */
         EPOCH_RESET, 0x0b,                                          /* phase, flags */
@@ -762,7 +806,7 @@ Test(frame, commit_has_the_documented_byte_layout)
         .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 6, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        0x52, 0x47, 0x4e, 0x44, 7, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -796,7 +840,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 6, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 7, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -1063,7 +1107,7 @@ Test(frame, reports_other_version_before_unknown_type)
 
 Test(frame, rejects_unknown_type)
 {
-    static const uint8_t bad[] = {0, FRAME_COMMIT + 1, 0x80, 0xff};
+    static const uint8_t bad[] = {0, FRAME_REPORT + 1, 0x80, 0xff};
     uint8_t buf[FRAME_BUF];
     frame_header h;
     int n = frame_encode_ping(buf, sizeof buf);
@@ -1735,6 +1779,22 @@ static int rnd_frame(any_frame *f)
             f->commit.done[i] = base + rnd() % 4;
         break;
     }
+    case FRAME_REPORT: {
+        summary_part *p = &f->report;
+        p->host = (uint32_t)rnd();
+        p->version = rnd();
+        p->at_us = rnd();
+        p->local_size = (uint16_t)rnd();
+        p->n = (uint8_t)(rnd() % (SUMMARY_MAX_RANKS + 1));
+        for (int i = 0; i < p->n; i++) {
+            p->ranks[i].rank = (int32_t)rnd();
+            p->ranks[i].life.wait_us = rnd();
+            p->ranks[i].n_spans = (uint8_t)(rnd() % (SUMMARY_MAX_SPANS + 1));
+            for (int j = 0; j < p->ranks[i].n_spans; j++)
+                p->ranks[i].spans[j].dur_us = (uint32_t)rnd();
+        }
+        break;
+    }
     }
     return type;
 }
@@ -1829,6 +1889,7 @@ Test(frame, every_type_has_a_name)
     cr_assert_str_eq(frame_type_name(FRAME_AUTH), "AUTH");
     cr_assert_str_eq(frame_type_name(FRAME_EPOCH), "EPOCH");
     cr_assert_str_eq(frame_type_name(FRAME_COMMIT), "COMMIT");
+    cr_assert_str_eq(frame_type_name(FRAME_REPORT), "REPORT");
     cr_assert_str_eq(frame_type_name(0), "UNKNOWN");
-    cr_assert_str_eq(frame_type_name(FRAME_COMMIT + 1), "UNKNOWN");
+    cr_assert_str_eq(frame_type_name(FRAME_REPORT + 1), "UNKNOWN");
 }

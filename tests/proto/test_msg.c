@@ -28,11 +28,14 @@ typedef union {
     msg_status status;
     msg_leave_req leave;
     msg_balance balance;
+    msg_report_req report_req;
+    msg_report report;
 } any_msg;
 
-static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,  MSG_REGISTER,
-                                MSG_UNREGISTER, MSG_COLLECTIVE, MSG_RESULT, MSG_STATUS_REQ,
-                                MSG_STATUS,     MSG_LEAVE_REQ,  MSG_BALANCE};
+static const int all_types[] = {MSG_HELLO,      MSG_WELCOME,    MSG_ERROR,   MSG_REGISTER,
+                                MSG_UNREGISTER, MSG_COLLECTIVE, MSG_RESULT,  MSG_STATUS_REQ,
+                                MSG_STATUS,     MSG_LEAVE_REQ,  MSG_BALANCE, MSG_REPORT_REQ,
+                                MSG_REPORT};
 #define N_TYPES (sizeof all_types / sizeof *all_types)
 
 static void fill(char *dst, size_t n, char c)
@@ -66,6 +69,10 @@ static int encode_any(int type, const any_msg *m, uint8_t *buf, size_t cap)
         return msg_encode_leave_req(buf, cap, &m->leave);
     case MSG_BALANCE:
         return msg_encode_balance(buf, cap, &m->balance);
+    case MSG_REPORT_REQ:
+        return msg_encode_report_req(buf, cap, &m->report_req);
+    case MSG_REPORT:
+        return msg_encode_report(buf, cap, &m->report);
     }
     cr_assert_fail("no encoder for type %d", type);
     return -1;
@@ -113,6 +120,12 @@ static int decode_as(int type, const msg_header *h, const uint8_t *body, any_msg
         break;
     case MSG_BALANCE:
         rc = msg_decode_balance(h, copy, &out->balance);
+        break;
+    case MSG_REPORT_REQ:
+        rc = msg_decode_report_req(h, copy, &out->report_req);
+        break;
+    case MSG_REPORT:
+        rc = msg_decode_report(h, copy, &out->report);
         break;
     default:
         cr_assert_fail("no decoder for type %d", type);
@@ -251,6 +264,38 @@ static any_msg sample(int type)
         m.balance.id = 0x0f0e0d0c0b0a0908u;
         fill_split(&m.balance.split, MSG_MAX_SHARES + 3);
         break;
+    case MSG_REPORT_REQ:
+        m.report_req.id = 0xf1e1d1c1b1a19181u;
+        break;
+    case MSG_REPORT: {
+        /* The largest: every rank of a part, every span of a rank. */
+        msg_report *r = &m.report;
+        r->id = 0xf2e2d2c2b2a29282u;
+        r->index = 0xfffffffdu;
+        r->count = 0xfffffffeu;
+        r->n_hosts = 0xffffffffu;
+        r->me = 0xfffffff0u;
+        r->host_index = 0xfffffff1u;
+        r->now_us = 0x8000000000000001u;
+        r->flags = MSG_REPORT_HAS_PART;
+        fill(r->cluster, MSG_MAX_NAME, 'c');
+        fill(r->host, MSG_MAX_NAME, 'h');
+        r->part.host = r->host_index;
+        r->part.boot_us = 0x8000000000000003u;
+        r->part.version = 0x8000000000000005u;
+        r->part.local_size = 0xfff0;
+        r->part.n = SUMMARY_MAX_RANKS;
+        for (int i = 0; i < SUMMARY_MAX_RANKS; i++) {
+            summary_rank *k = &r->part.ranks[i];
+            k->rank = 0x7ffffff0 + i;
+            k->life.compute_us = 0x9000000000000000u + (uint64_t)i;
+            k->window.bytes = 0xa000000000000000u + (uint64_t)i;
+            k->n_spans = SUMMARY_MAX_SPANS;
+            for (int j = 0; j < SUMMARY_MAX_SPANS; j++)
+                k->spans[j].start_us = 0xb000000000000000u + (uint64_t)(i * 64 + j);
+        }
+        break;
+    }
     }
     return m;
 }
@@ -1142,7 +1187,7 @@ Test(msg, rejects_other_version_and_reports_it)
 
 Test(msg, rejects_unknown_type)
 {
-    static const uint8_t bad[] = {0, MSG_BALANCE + 1, 0x7f, 0xff};
+    static const uint8_t bad[] = {0, MSG_REPORT + 1, 0x7f, 0xff};
     uint8_t buf[MSG_BUF];
     msg_header h;
     size_t n = encode_status_req(buf);
@@ -1361,6 +1406,18 @@ static int rnd_msg(any_msg *m)
     case MSG_BALANCE:
         m->balance.split.n_ranks = (uint32_t)(rnd() % (MSG_MAX_SHARES + 2));
         m->balance.split.step = rnd();
+        break;
+    case MSG_REPORT_REQ:
+        m->report_req.id = rnd();
+        break;
+    case MSG_REPORT:
+        rnd_str(m->report.cluster, MSG_MAX_NAME);
+        rnd_str(m->report.host, MSG_MAX_NAME);
+        m->report.now_us = rnd();
+        if (rnd() % 4 == 0) m->report.flags = 0;
+        m->report.part.n = (uint8_t)(rnd() % (SUMMARY_MAX_RANKS + 1));
+        for (int i = 0; i < m->report.part.n; i++)
+            m->report.part.ranks[i].n_spans = (uint8_t)(rnd() % (SUMMARY_MAX_SPANS + 1));
         break;
     case MSG_STATUS:
         if (rnd() % 3 == 0) *m = sample_elastic();

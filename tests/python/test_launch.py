@@ -4,6 +4,7 @@ network-namespace testbed (tests/netns/testbed.sh) with `ip netns exec`.
 Every rank is watched: the first that fails stops the others within
 seconds and is named; output lines carry their rank; signals pass on."""
 
+import json
 import os
 import shutil
 import signal
@@ -58,6 +59,63 @@ def test_each_rank_has_torchrun_variables_and_prefixed_lines(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = sorted(r.stdout.splitlines())
     assert lines == [f"[{k}] {k} 4 {k % 2} 2 6 {k} 4 {k % 2} 2" for k in range(4)]
+
+
+def test_report_says_where_the_time_went_as_the_job_ends(tmp_path):
+    r = launcher("-n", "2", "--local-clients", "2", "--timeout", "60", "--report",
+                 "--report-dir", str(tmp_path / "rep"), code="""
+        import time, ringd, numpy as np
+        c = ringd.connect()
+        for _ in range(5):
+            time.sleep(0.05 if c.rank else 0.15)    # rank 0 is the slow one
+            c.allreduce(np.ones(8, np.float32))
+    """, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    line = [l for l in r.stderr.splitlines() if l.startswith("ringd.launch: 4 ranks, ")]
+    assert len(line) == 1, r.stderr
+    assert "speedup " in line[0] and "of 4 (efficiency " in line[0], line[0]
+    assert "the others waited most for rank 0 on h0" in line[0], line[0]
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert [k["rank"] for k in report["ranks"]] == [0, 1, 2, 3]
+    assert all(k["calls"] == 5 for k in report["ranks"])
+    assert (tmp_path / "rep" / "report.svg").read_text().startswith("<?xml")
+    assert json.loads((tmp_path / "rep" / "trace.json").read_text())["traceEvents"]
+
+
+def test_distributed_optimizer_reports_as_rank_0_exits(tmp_path):
+    if os.environ.get("RINGD_SKIP_TORCH_TESTS"):
+        pytest.skip("the PyTorch tests run in the normal build only")
+    pytest.importorskip("torch")
+    r = launcher("-n", "2", "--timeout", "120", code="""
+        import torch, ringd.torch as rt
+        rt.init()
+        model = torch.nn.Linear(4, 2)
+        opt = rt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                      named_parameters=model.named_parameters(), report=True)
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.ones(8, 4)).sum().backward()
+            opt.step()
+    """, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if "ringd: 2 ranks, " in l]
+    assert len(lines) == 1 and lines[0].startswith("[0] "), r.stderr
+    assert "speedup " in lines[0]
+
+
+def test_report_line_sums_up_a_report():
+    from ringd._report import report_line
+
+    r = {"ranks_reporting": 4, "wall_s": 16.0, "useful_s": 40.0, "wait_s": 16.0,
+         "transfer_s": 8.0, "failure_s": 0.0, "speedup": 2.5, "efficiency": 0.625,
+         "waited_most": {"rank": 3, "host": "d", "late_s": 4.0, "late_calls": 100},
+         "energy_source": "estimated", "energy_j": 315.0,
+         "hosts": [{"host": "a", "reported": True}, {"host": "c", "reported": False}]}
+    assert report_line(r) == (
+        "4 ranks, 16.0 s: compute 62%, wait 25%, transfer 12%, failure 0%; speedup 2.50 of 4 "
+        "(efficiency 62%); the others waited most for rank 3 on d (4.0 s); energy 315 J "
+        "(estimated); no summary from c")
+    assert report_line({"ranks_reporting": 0}) == "no rank has reported"
 
 
 def test_the_first_rank_that_fails_stops_the_others_at_once_and_is_named(tmp_path):

@@ -365,6 +365,15 @@ def test_a_scrape_is_prometheus_text_and_its_counters_move_after_a_collective(ri
     assert after['ringd_collective_duration_seconds_bucket{le="+Inf"}'] == 4
     assert after['ringd_straggler_waits_total{peer="h1"}'] == 4
     assert after["ringd_epoch"] >= 1 and after["ringd_clients_configured"] == 1
+    # Where the rank's time went (ringctl report), since the daemon started.
+    assert after['ringd_rank_calls_total{rank="0",outcome="ok"}'] == 4
+    assert after['ringd_rank_calls_total{rank="0",outcome="failed"}'] == 0
+    assert after['ringd_rank_transfer_seconds_total{rank="0"}'] > 0
+    assert after['ringd_rank_failure_seconds_total{rank="0"}'] == 0
+    assert 'ringd_rank_compute_seconds_total{rank="0"}' in after
+    assert after['ringd_cpu_seconds_total{process="daemon"}'] > 0
+    energy = [k for k in after if k.startswith("ringd_energy_joules_total{source=")]
+    assert len(energy) == 1 and after[energy[0]] > 0, energy
     # Only GET /metrics.
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=10)

@@ -20,6 +20,10 @@ Failures raise ringd.RingError(code, name, message); a collective cut short
 by a change of the ring's membership raises its subclass ringd.ResizedError
 (ringd.elastic keeps training through it).
 
+ringd.report() says where every rank of the ring spent its time (compute,
+wait, transfer, failure; speedup, energy), as `ringctl report --json` does;
+ringd.report_line() sums it up in one line.
+
 libringd is found by itself ($RINGD_LIBRARY overrides; see ringd._lib).
 PyTorch helpers are in ringd.torch; batches split by the ranks' measured
 speeds, so that uneven machines finish together, in ringd.balance.
@@ -47,6 +51,10 @@ _FROM_CORE = (
 )
 
 
+# From ._report: they need neither NumPy nor a connection.
+_FROM_REPORT = ("report", "report_line", "final_report")
+
+
 def __getattr__(name):
     if name == "__all__":
         # The error codes (EINVAL, ...) are the library's: listed when it loads.
@@ -58,6 +66,8 @@ def __getattr__(name):
             return [n for n in _ALL if n not in ("DTYPES", "OPS")]
     if name in _FROM_CORE:
         return getattr(importlib.import_module("._core", __name__), name)
+    if name in _FROM_REPORT:
+        return getattr(importlib.import_module("._report", __name__), name)
     from . import _lib
 
     if name == "DTYPES":
@@ -96,6 +106,9 @@ _ALL = [
     "dtype_code",
     "numpy_dtype",
     "parse_op",
+    "report",
+    "report_line",
+    "final_report",
     "DTYPES",
     "OPS",
 ]

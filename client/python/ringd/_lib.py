@@ -203,6 +203,8 @@ _PROTOTYPES = {
     "ringd_run": (_int, [_vp, ctypes.POINTER(Collective)]),
     "ringd_membership": (_int, [_vp, ctypes.POINTER(MembershipInfo)]),
     "ringd_report_split": (_int, [_vp, ctypes.POINTER(Split)]),
+    "ringd_report_json": (_int, [ctypes.c_char_p, ctypes.POINTER(_vp)]),
+    "ringd_report_free": (None, [_vp]),
 }
 
 

@@ -25,14 +25,22 @@ every rank. The exit status is the failed rank's (0 if none failed).
         env = ring.env(rank)            # os.environ plus RINGD_SOCKET, RINGD_LOCAL_RANK
         ...
 
+With --report it prints, as the job ends, one line saying where the ranks
+spent their time (ringd.report_line(): compute, wait, transfer, failure,
+the speedup reached, who made the others wait most, energy); with -n,
+--report-dir DIR also keeps the whole report there: report.json (ringd.report()),
+report.svg (a bar per rank) and trace.json (a Chrome trace of the last
+calls), the last two by ringctl.
+
 The ringd binary is $RINGD_BIN, else the build tree of the source checkout
 this package sits in (build/daemon/ringd), else the one installed with this
-package, else `ringd` on $PATH. Daemons die with the process that started them
+package, else `ringd` on $PATH; ringctl likewise ($RINGCTL_BIN, build/client/ringctl). Daemons die with the process that started them
 (PR_SET_PDEATHSIG), so none outlives a crashed test. NumPy is not needed.
 """
 
 import argparse
 import ctypes
+import json
 import os
 import random
 import shlex
@@ -72,6 +80,25 @@ def find_ringd():
     raise FileNotFoundError(
         "cannot find the ringd binary: build it (README), or set RINGD_BIN to its path"
     )
+
+
+def find_ringctl():
+    """Path of ringctl, found as find_ringd() finds ringd, or None."""
+    env = os.environ.get("RINGCTL_BIN")
+    if env:
+        return env
+    root = checkout_root()
+    if root is not None and (root / "build" / "client" / "ringctl").is_file():
+        return str(root / "build" / "client" / "ringctl")
+    try:
+        from . import _paths
+
+        path = os.path.join(os.path.dirname(_paths.RINGD), "ringctl")
+        if os.path.isfile(path):
+            return path
+    except ImportError:
+        pass
+    return shutil.which("ringctl")
 
 
 def _port_window():
@@ -291,11 +318,53 @@ def _report(status, failed, procs):
               file=sys.stderr, flush=True)
 
 
-def run(command, hosts=4, local_clients=1, extra_yaml="", timeout=None, prefix=True, keep=False):
+def _print_report(r):
+    from ._report import report_line
+
+    print(f"ringd.launch: {report_line(r)}", file=sys.stderr, flush=True)
+
+
+def _local_report(ring, report_dir):
+    """The report of a LocalRing whose ranks have ended: printed, and with
+    report_dir written there (report.json; report.svg, trace.json by
+    ringctl). A report that cannot be made is said, never fatal."""
+    from ._lib import RingError
+    from ._report import final_report
+
+    try:
+        r = final_report(ring.sockets[0])
+    except (RingError, OSError) as e:
+        print(f"ringd.launch: no report: {e}", file=sys.stderr)
+        return
+    _print_report(r)
+    if not report_dir:
+        return
+    os.makedirs(report_dir, exist_ok=True)
+    with open(os.path.join(report_dir, "report.json"), "w") as f:
+        json.dump(r, f, indent=1)
+        f.write("\n")
+    ringctl = find_ringctl()
+    if not ringctl:
+        print("ringd.launch: no ringctl found: report.svg and trace.json not written",
+              file=sys.stderr)
+        return
+    done = subprocess.run(
+        [ringctl, "--socket", ring.sockets[0], "report", "--svg",
+         os.path.join(report_dir, "report.svg"), "--trace", os.path.join(report_dir, "trace.json")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        print(f"ringd.launch: ringctl report: {done.stderr.strip()}", file=sys.stderr)
+    print(f"ringd.launch: the report is in {report_dir}", file=sys.stderr)
+
+
+def run(command, hosts=4, local_clients=1, extra_yaml="", timeout=None, prefix=True, keep=False,
+        report=False, report_dir=None):
     """Starts a LocalRing and one process of command per rank, and
     supervises them (see the module's docstring). Returns the exit status:
     that of the rank that failed first, or 0. keep: keep the daemons'
-    directory (config, logs); a daemon that fails keeps it too."""
+    directory (config, logs); a daemon that fails keeps it too. report:
+    print where the time went as the job ends; report_dir: keep the whole
+    report there too."""
     ring = LocalRing(hosts, local_clients, extra_yaml, keep=keep)
     ring.start()
     procs = []
@@ -313,6 +382,8 @@ def run(command, hosts=4, local_clients=1, extra_yaml="", timeout=None, prefix=T
             if p.popen.poll() is None:
                 p.signal(signal.SIGKILL)
                 p.popen.wait()
+        if report or report_dir:
+            _local_report(ring, report_dir)
         codes = ring.stop()
     if status:
         _report(status, failed, procs)
@@ -388,11 +459,37 @@ def remote_argv(template, host, script):
     return argv
 
 
+def _remote_report(remote, host, timeout=3.0):
+    """`ringctl report --json` on host through the remote shell, until the
+    summaries hold the end of the job (ringd._report.final_report()), then
+    printed; a report that cannot be made is said, never fatal."""
+    from ._report import job_over
+
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(remote_argv(remote, host, "ringctl report --json"),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"ringd.launch: no report from {host}: {done.stderr.strip()}", file=sys.stderr)
+            return
+        try:
+            r = json.loads(done.stdout)
+        except ValueError:
+            print(f"ringd.launch: no report from {host}: not JSON", file=sys.stderr)
+            return
+        if job_over(r) or time.monotonic() >= deadline:
+            _print_report(r)
+            return
+        time.sleep(0.5)
+
+
 def run_remote(command, hosts, remote=DEFAULT_REMOTE, env=None, timeout=None, prefix=True,
-               cwd=None):
+               cwd=None, report=False):
     """Starts command on each (host, processes) of hosts, in ring order,
     through the remote shell template remote, with env (a dict) added to
-    the rank variables, and supervises them. Returns the exit status."""
+    the rank variables, and supervises them. Returns the exit status.
+    report: print where the time went as the job ends (ringctl report on
+    the first host)."""
     size = sum(n for _, n in hosts)
     cwd = cwd or os.getcwd()
     procs = []
@@ -422,6 +519,8 @@ def run_remote(command, hosts, remote=DEFAULT_REMOTE, env=None, timeout=None, pr
                 p.stop()
                 p.signal(signal.SIGKILL)
                 p.popen.wait()
+    if report:
+        _remote_report(remote, hosts[0][0])
     if status:
         _report(status, failed, procs)
     return status
@@ -472,6 +571,12 @@ def main(argv=None):
                     help="-n: keep the daemons' directory (config, logs) and say where")
     ap.add_argument("--no-prefix", dest="prefix", action="store_false",
                     help="copy the ranks' output as it is, without [rank] in front of each line")
+    ap.add_argument("--report", action="store_true",
+                    help="as the job ends, print where the ranks spent their time: compute, "
+                    "wait, transfer, failure, speedup, who made the others wait, energy")
+    ap.add_argument("--report-dir", metavar="DIR",
+                    help="-n: also keep the whole report in DIR: report.json, report.svg, "
+                    "trace.json")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = ap.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -486,13 +591,16 @@ def main(argv=None):
                 with open(args.hostfile) as f:
                     text = f.read()
             hosts = parse_hosts(text, args.local_clients)
+            if args.report_dir:
+                raise ValueError("--report-dir is for -n: with --hosts, run ringctl report "
+                                 "--svg/--trace on a host of the cluster")
             return run_remote(command, hosts, args.remote, _env_options(args.env), args.timeout,
-                              args.prefix)
+                              args.prefix, report=args.report)
     except (ValueError, OSError) as e:
         ap.error(str(e))
     extra = "\n".join(kv.replace("=", ": ", 1) for kv in args.set)
     return run(command, args.n or 4, args.local_clients, extra, args.timeout, args.prefix,
-               args.keep)
+               args.keep, report=args.report, report_dir=args.report_dir)
 
 
 if __name__ == "__main__":

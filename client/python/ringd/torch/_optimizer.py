@@ -17,12 +17,14 @@ the gradients. With overlap=False everything happens in step(), from the
 same buckets, so both ways give the same bits.
 """
 
+import atexit
 import contextlib
+import sys
 import weakref
 
 import torch
 
-from .. import _core, _lib
+from .. import _core, _lib, _report
 from . import _tensors
 from ._tensors import agree, conn_of, label
 
@@ -314,10 +316,25 @@ class _DistributedOptimizerMixin:
             self._ringd_in_step = False
 
 
+_reporting = set()  # the sockets whose report is due at exit
+
+
+def _report_at_exit(path):
+    """At the end of the job, rank 0 prints where the ring's ranks spent
+    their time, once the other hosts' last ranks have left too (or after a
+    second and a half: the job as the daemons know it then)."""
+    try:
+        line = _report.report_line(_report.final_report(path, timeout=1.5))
+    except Exception as e:  # at exit: say it, never raise
+        line = f"no report: {e}"
+    print(f"ringd: {line}", file=sys.stderr, flush=True)
+
+
 def DistributedOptimizer(
     optimizer, named_parameters=None, op="mean", *, backward_passes_per_step=1,
     bucket_bytes=BUCKET_BYTES, overlap=True, conn=None, weight=None, fusion_bytes=None,
     balance=None,
+    report=False,
 ):
     """Wraps optimizer so that step() uses the gradients averaged over all
     ranks (op "mean"; "sum"; or "wmean" with weight=, or the attribute
@@ -344,7 +361,10 @@ def DistributedOptimizer(
     the optimizer's state, so LR schedulers and state_dict() work on it.
     synchronize() reduces now (to clip the averaged gradients, say, then
     step() inside skip_synchronize()). Gradients computed inside a
-    step(closure) are not averaged."""
+    step(closure) are not averaged. report=True: when the process exits,
+    rank 0 prints one line saying where the ring's ranks spent their time
+    (ringd.report_line(): compute, wait, transfer, failure, speedup, who
+    made the others wait most, energy)."""
     base = optimizer.__class__
     methods = {
         k: v
@@ -359,4 +379,8 @@ def DistributedOptimizer(
         bucket_bytes if fusion_bytes is None else fusion_bytes, backward_passes_per_step,
         overlap, conn, weight, balance,
     )
+    c = conn_of(conn) if report else None
+    if c is not None and c.rank == 0 and c.path not in _reporting:  # one line, once
+        _reporting.add(c.path)
+        atexit.register(_report_at_exit, c.path)
     return opt
