@@ -64,6 +64,7 @@ struct links {
     uint64_t out_since[CFG_MAX_ELASTIC]; /* uv_now() a host went out of the ring; 0: in */
     uint64_t resizes;
     char resize_why[FRAME_MAX_WAITING + 64];
+    uint32_t resize_epoch; /* the membership resize_why was said of */
     int below_min;          /* the last confirmation had fewer than min_hosts */
     uint64_t below_since;   /* ... since then, or the last search for the hosts closed over */
     int left_ring;          /* ringctl leave: no links until ringctl join */
@@ -279,6 +280,7 @@ static void note_members(links *l, const frame_epoch *c)
     if (c->flags & EPOCH_FLAG_RESIZED) {
         l->resizes++;
         snprintf(l->resize_why, sizeof l->resize_why, "%s", c->members_why);
+        l->resize_epoch = c->members_epoch;
         log_warn("%s (epoch %u)", c->members_why, c->epoch);
     }
 }
@@ -937,6 +939,11 @@ int links_left(const links *l)
 const char *links_resize_why(const links *l)
 {
     return l->resize_why;
+}
+
+const char *links_resize_why_of(const links *l, uint32_t members_epoch)
+{
+    return l->resize_why[0] && l->resize_epoch == members_epoch ? l->resize_why : NULL;
 }
 
 void links_get_membership(const links *l, links_membership *out)

@@ -186,6 +186,9 @@ void links_get_membership(const links *l, links_membership *out);
 int links_left(const links *l);
 /* The last resize, as the ring worded it ("" if none). */
 const char *links_resize_why(const links *l);
+/* The words of the resize that agreed the membership of members_epoch, if
+ * this host saw its confirmation, else NULL. */
+const char *links_resize_why_of(const links *l, uint32_t members_epoch);
 
 /* This host leaves the ring (ringctl leave, or the daemon stops): a LEAVE
  * tells the others to close over it at once, then the links close and

@@ -255,10 +255,17 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
         v.code = RINGD_ERESIZED;
         v.fail_seq = FRAME_NO_SEQ;
         v.own = 0;
-        /* A resized CONFIRM says how; one that is new only to this host
-         * (it missed the resize) may carry no words of it. */
+        /* A resized CONFIRM says how. The membership may have been agreed
+         * by an earlier one that left the ring waiting (a rank was not
+         * connected yet): its words, which every host on its lap took, and
+         * which a call made for the old membership since fails with
+         * (local_requests.c). One that is new only to this host (it missed
+         * the resize) may carry no words of it. */
+        const char *agreed = r->links ? links_resize_why_of(r->links, c->members_epoch) : NULL;
         if (c->members_why[0])
             snprintf(why, sizeof why, "%s", c->members_why);
+        else if (agreed)
+            snprintf(why, sizeof why, "%s", agreed);
         else
             snprintf(why, sizeof why, "ring resized to %d hosts (this host missed the resize)",
                      __builtin_popcountll(c->members));
@@ -269,7 +276,7 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
      * reset none waits: they were held and settled just now). */
     while (resized && jobs_waiting(&r->q)) {
         char text[FRAME_MAX_TEXT + 160];
-        snprintf(text, sizeof text, "%s failed: %s", jobs_waiting(&r->q)->label, c->members_why);
+        snprintf(text, sizeof text, "%s failed: %s", jobs_waiting(&r->q)->label, why);
         jobs_end_waiting(&r->q, RINGD_ERESIZED, text);
     }
     /* Those still finishing their sends or reads failed too, the same way;

@@ -19,6 +19,7 @@ import os
 import random
 import re
 import signal
+import sys
 import time
 
 import pytest
@@ -304,3 +305,98 @@ def test_a_daemon_restarted_while_the_others_close_over_it(cluster):
     finish(c, range(HOSTS))
     n, failed, outcomes, _ = check_one_outcome(c, survivors, "restarted")
     assert failed >= cycles, "the restarts failed no call"
+
+
+# ---- a resize agreed while the ring waits for a rank ----
+
+# A training process that makes one allreduce each time the test writes its
+# go file (go-ID-K, the K-th), and logs "call K RC TEXT".
+STEPPER = r"""
+import os, sys, time
+import numpy as np
+import ringd
+d, me = sys.argv[1], sys.argv[2]
+c = ringd.connect()
+k = 0
+while True:
+    go = os.path.join(d, f"go-{me}-{k}")
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    try:
+        c.allreduce(np.full(4, float(k)))
+        print(f"call {k} 0 ok", flush=True)
+    except ringd.RingError as e:
+        print(f"call {k} {e.code} {e}", flush=True)
+    k += 1
+"""
+
+
+def test_a_resize_agreed_while_the_ring_waits_for_a_rank_fails_every_call_with_its_words(
+        tmp_path):
+    """h2 comes back without its rank: the confirmation that takes it back
+    (with the resize's words, "back: h2") leaves the ring waiting for rank
+    2. A call rank 0 makes meanwhile waits, and fails once rank 2 is there
+    and the ring is ready; the same call of rank 1, made after that, fails at
+    once for the old membership. Both with the same message (was: rank 0
+    "ring resized to 3 hosts (this host missed the resize)", from the
+    confirmation that made the ring ready, which carries no words; rank 1
+    the resize's words)."""
+    c = Cluster(tmp_path, 3, "min_hosts: 2\nevict_after: 2s\nheartbeat_interval: 250ms\n"
+                "heartbeat_timeout: 1s\ncollective_timeout: 6s\nbackoff_max: 1s\n")
+    d = str(tmp_path)
+    calls = {}
+
+    def go(me, k):
+        with open(os.path.join(d, f"go-{me}-{k}"), "w"):
+            pass
+
+    def wait_call(i, k, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in c.rank_output(i).splitlines():
+                if line.startswith(f"call {k} "):
+                    _, _, rc, text = line.split(" ", 3)
+                    return int(rc), text
+            time.sleep(0.02)
+        raise AssertionError(f"process {i} made no call {k} in {timeout} s:\n"
+                             + c.rank_output(i) + "\n".join(c.tail(h, 30) for h in range(3)))
+
+    def wait_log(i, text, timeout=30):
+        deadline = time.monotonic() + timeout
+        while text not in c.tail(i, 200):
+            assert time.monotonic() < deadline, f"h{i} never logged {text!r}:\n" + c.tail(i, 40)
+            time.sleep(0.02)
+
+    try:
+        c.start_all()
+        for i in range(3):
+            c.start_command(i, [sys.executable, "-c", STEPPER, d, str(i)])
+        for i in range(3):
+            go(i, 0)
+        assert all(wait_call(i, 0)[0] == 0 for i in range(3))
+        c.kill(2)
+        wait_log(0, "ring resized to 2 hosts")
+        for i in (0, 1):
+            go(i, 1)
+        calls[1] = [wait_call(i, 1) for i in (0, 1)]
+        assert calls[1][0] == calls[1][1] and calls[1][0][0] == RINGD_ERESIZED, calls[1]
+        for i in (0, 1):
+            go(i, 2)
+        assert [wait_call(i, 2)[0] for i in (0, 1)] == [0, 0]
+        # h2 is back, its rank not yet: the ring takes it back and waits.
+        c.start(2)
+        wait_log(0, "ring resized to 3 hosts")
+        wait_log(0, "rank 2 on host h2 is not connected")
+        go(0, 3)
+        time.sleep(0.5)
+        assert "call 3 " not in c.rank_output(0), "rank 0's call did not wait for the ring"
+        c.start_command(2, [sys.executable, "-c", STEPPER, d, "2b"])
+        wait_log(0, "ring formed: 3 hosts")
+        first = wait_call(0, 3)
+        go(1, 3)
+        second = wait_call(1, 3)
+        assert first == second, f"one call, two outcomes:\n  rank 0: {first}\n  rank 1: {second}"
+        assert first[0] == RINGD_ERESIZED and "back: h2" in first[1], first
+    finally:
+        bad = c.stop_all()
+        assert not bad, "daemons that did not exit cleanly:\n" + "\n".join(c.tail(i) for i in bad)
