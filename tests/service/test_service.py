@@ -482,6 +482,7 @@ NEW_VALUES = {
     "socket_buffer": "2MiB", "fusion_threshold": "2MiB", "fusion_max": "16",
     "log_level": "debug", "heartbeat_interval": "500ms", "heartbeat_timeout": "4s",
     "checksum": "none", "wire_dtype": "bfloat16", "congestion_control": "reno",
+    "watts_per_core": "25",
     "metrics": None,  # a free port, below
     "cluster": "svc2", "hosts": None, "socket": None, "local_clients": "2", "streams": "2",
     "secret_file": None, "encryption": "aes-256-gcm",  # encryption needs the key: after it
