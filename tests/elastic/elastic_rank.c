@@ -19,8 +19,13 @@
  * step wins, and the lowest rank at it broadcasts its model, so a process
  * that comes back catches up. So they do on RINGD_EMISMATCH: a host whose
  * daemon restarted before the others closed over it comes back without a
- * resize, and its new process's first sync meets their step. Any other
- * failure retries the step (every rank saw the same outcome).
+ * resize, and its new process's first sync meets their step. And so they
+ * do on an answer that says "outcome unknown" (PROTOCOL.md, Outcomes):
+ * other ranks may have had a success for that call and gone on to the next
+ * step, so retrying it would pair this rank's step with their next one;
+ * the sync's first call differs in count from a step's, so it fails
+ * (RINGD_EMISMATCH) on every rank that went on, and they all sync. Any
+ * other failure retries the step (every rank saw the same outcome).
  *
  * LOG gets one line per event, each starting with CLOCK_REALTIME in ms:
  *   T ok STEP MASK SIZE RANK       a step ran on the processes of MASK
@@ -223,8 +228,9 @@ int main(int argc, char **argv)
             return 4;
         }
         if ((rc = train_step()) < 0) {
+            int unknown = strstr(ringd_last_error(c), "outcome unknown") != NULL;
             failed(rc);
-            if (rc == RINGD_ERESIZED || rc == RINGD_EMISMATCH) sync_all();
+            if (rc == RINGD_ERESIZED || rc == RINGD_EMISMATCH || unknown) sync_all();
             continue;
         }
         if (step_ms > 0) {
