@@ -14,8 +14,10 @@ binaries come from the environment: RINGD_BIN, RINGCTL_BIN, ELASTIC_RANK;
 the ringd package (client/python) must be importable, for its launch helpers.
 """
 
+import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -247,3 +249,72 @@ def model_hash(schedule, steps, elems=1024):
         x ^= v & mask64
         x = (x * 1099511628211) & mask64
     return f"{x:016x}"
+
+
+# ---- every call's outcome (elastic_rank's "call" lines) ----
+
+RINGD_ECLOSED = -4
+RINGD_ERESIZED = -21
+CALL = re.compile(r"^(\d+) call (\d+) (-?\d+) (.*)$")
+
+
+def rank_calls(path):
+    """The calls logged in path as (N, RC, TEXT, line), in the order made."""
+    calls = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = CALL.match(line.rstrip("\n"))
+            if m:
+                calls.append((int(m[2]), int(m[3]), m[4], line.rstrip("\n")))
+    return calls
+
+
+def exempt(rc, text):
+    """Whether an answer is one of the two that PROTOCOL.md (Outcomes,
+    "Where one outcome is impossible") lets differ from the other ranks'."""
+    return rc == RINGD_ECLOSED or "outcome unknown" in text
+
+
+def check_one_outcome(c, ids, scenario):
+    """Asserts that processes ids, which lived through the whole run on
+    hosts that stayed in the ring, got one outcome for every call: the same
+    code and message, but where one got RINGD_ECLOSED or "outcome unknown".
+    Returns what it saw: calls compared, failed calls and their outcomes,
+    the exceptions."""
+    calls = {i: rank_calls(c.rank_logs[i]) for i in ids}
+    for i, cs in calls.items():
+        assert [n for n, *_ in cs] == list(range(len(cs))), (
+            f"process {i}'s calls are not numbered 0, 1, 2, ... (restarted?)")
+    lengths = {i: len(cs) for i, cs in calls.items()}
+    n_calls = min(lengths.values())
+    exceptions, failed, outcomes = [], 0, collections.Counter()
+    for n in range(n_calls):
+        at = {i: calls[i][n] for i in ids}
+        if any(exempt(rc, text) for _, rc, text, _ in at.values()):
+            exceptions.append((n, at))
+            continue
+        if len({(rc, text) for _, rc, text, _ in at.values()}) != 1:
+            kinds = "a success on one and an error on another" if (
+                len({rc == 0 for _, rc, _, _ in at.values()}) > 1) else "different outcomes"
+            raise AssertionError(
+                f"{scenario}: call {n}: {kinds}:\n"
+                + "\n".join(f"  process {i} (h{i}): {at[i][3]}" for i in ids)
+                + "\nthe daemons' logs:\n" + "\n".join(c.tail(h, 60) for h in range(c.n)))
+        rc, text = at[ids[0]][1], at[ids[0]][2]
+        if rc < 0:
+            failed += 1
+            # Messages differ by collective number and host; their shape:
+            outcomes[(rc, re.sub(r"#\d+", "#N", text))] += 1
+    for n, at in exceptions:
+        print(f"{scenario}: call {n} exempt:\n"
+              + "\n".join(f"  process {i}: {at[i][3]}" for i in ids))
+    if len(set(lengths.values())) != 1:
+        # Only after an exception may the processes part (one retries a step
+        # that another has synced after).
+        assert exceptions, f"{scenario}: processes made {lengths} calls, with no exception"
+        print(f"{scenario}: processes made {lengths} calls")
+    print(f"{scenario}: {n_calls} calls compared on processes {ids}, {failed} failed alike, "
+          f"{len(exceptions)} exempt; outcomes:")
+    for (rc, text), k in sorted(outcomes.items()):
+        print(f"  {k:4d} x {rc} {text}")
+    return n_calls, failed, outcomes, exceptions
