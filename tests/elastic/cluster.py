@@ -14,8 +14,10 @@ binaries come from the environment: RINGD_BIN, RINGCTL_BIN, ELASTIC_RANK;
 the ringd package (client/python) must be importable, for its launch helpers.
 """
 
+import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -247,3 +249,423 @@ def model_hash(schedule, steps, elems=1024):
         x ^= v & mask64
         x = (x * 1099511628211) & mask64
     return f"{x:016x}"
+
+
+# ---- every call's outcome (elastic_rank's "call" lines) ----
+
+RINGD_ECLOSED = -4
+RINGD_ERESIZED = -21
+CALL = re.compile(r"^(\d+) call (\d+) (-?\d+) (.*)$")
+
+
+def rank_calls(path):
+    """The calls logged in path as (N, RC, TEXT, line), in the order made."""
+    calls = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = CALL.match(line.rstrip("\n"))
+            if m:
+                calls.append((int(m[2]), int(m[3]), m[4], line.rstrip("\n")))
+    return calls
+
+
+def exempt(rc, text):
+    """Whether an answer is one of the two that PROTOCOL.md (Outcomes,
+    "Where one outcome is impossible") lets differ from the other ranks'."""
+    return rc == RINGD_ECLOSED or "outcome unknown" in text
+
+
+def check_one_outcome(c, ids, scenario):
+    """Asserts that processes ids, which lived through the whole run on
+    hosts that stayed in the ring, got one outcome for every call: the same
+    code and message, but where one got RINGD_ECLOSED or "outcome unknown".
+    Returns what it saw: calls compared, failed calls and their outcomes,
+    the exceptions."""
+    calls = {i: rank_calls(c.rank_logs[i]) for i in ids}
+    for i, cs in calls.items():
+        assert [n for n, *_ in cs] == list(range(len(cs))), (
+            f"process {i}'s calls are not numbered 0, 1, 2, ... (restarted?)")
+    lengths = {i: len(cs) for i, cs in calls.items()}
+    n_calls = min(lengths.values())
+    exceptions, failed, outcomes = [], 0, collections.Counter()
+    for n in range(n_calls):
+        at = {i: calls[i][n] for i in ids}
+        if any(exempt(rc, text) for _, rc, text, _ in at.values()):
+            exceptions.append((n, at))
+            continue
+        if len({(rc, text) for _, rc, text, _ in at.values()}) != 1:
+            kinds = "a success on one and an error on another" if (
+                len({rc == 0 for _, rc, _, _ in at.values()}) > 1) else "different outcomes"
+            raise AssertionError(
+                f"{scenario}: call {n}: {kinds}:\n"
+                + "\n".join(f"  process {i} (h{i}): {at[i][3]}" for i in ids)
+                + "\nthe daemons' logs:\n" + "\n".join(c.tail(h, 60) for h in range(c.n)))
+        rc, text = at[ids[0]][1], at[ids[0]][2]
+        if rc < 0:
+            failed += 1
+            outcomes[(rc, outcome_shape(text))] += 1
+    for n, at in exceptions:
+        print(f"{scenario}: call {n} exempt:\n"
+              + "\n".join(f"  process {i}: {at[i][3]}" for i in ids))
+    if len(set(lengths.values())) != 1:
+        # Only after an exception may the processes part (one retries a step
+        # that another has synced after).
+        assert exceptions, f"{scenario}: processes made {lengths} calls, with no exception"
+        print(f"{scenario}: processes made {lengths} calls")
+    print(f"{scenario}: {n_calls} calls compared on processes {ids}, {failed} failed alike, "
+          f"{len(exceptions)} exempt; outcomes:")
+    for (rc, text), k in sorted(outcomes.items()):
+        print(f"  {k:4d} x {rc} {text}")
+    return n_calls, failed, outcomes, exceptions
+
+
+def outcome_shape(text):
+    """A message without what differs from one collective to the next (its
+    number, how long a host was away), to count outcomes by kind."""
+    text = re.sub(r"#\d+", "#N", text)
+    return re.sub(r"\d+(\.\d+)? ?m?s\b", "T", text)
+
+
+# ---- the logs of a long run: every process, every call, every membership ----
+
+class Call:
+    """One call of a training process: when it returned (ms), its number N
+    in the process, its code and message, the membership it was made for
+    (tag: (epoch, hosts mask, ready), from the "members" line before it, or
+    None) and, for a step that ran, (step, mask, nonces)."""
+    __slots__ = ("t", "n", "rc", "text", "line", "tag", "ok", "proc")
+
+    def __init__(self, t, n, rc, text, line, tag, proc):
+        self.t, self.n, self.rc, self.text, self.line = t, n, rc, text, line
+        self.tag, self.ok, self.proc = tag, None, proc
+
+
+class Process:
+    """One training process: an ID's life from its "start" line to its exit."""
+
+    def __init__(self, ident, pid, t):
+        self.id, self.pid, self.t0 = ident, pid, t
+        self.calls, self.wrong, self.end = [], [], None
+
+    def __repr__(self):
+        return f"process {self.id} (pid {self.pid})"
+
+
+class RankLog:
+    """The log of training process ID (elastic_rank with
+    $ELASTIC_RANK_MEMBERS: its processes one after another), read as it
+    grows: update() parses what was appended since the last time."""
+
+    def __init__(self, path, ident):
+        self.path, self.id = path, ident
+        self.offset, self.rest, self.procs, self.tag = 0, b"", [], None
+
+    def update(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return
+        self.offset += len(data)
+        lines = (self.rest + data).split(b"\n")
+        self.rest = lines.pop()
+        for line in lines:
+            self._parse(line.decode(errors="replace"))
+
+    def _parse(self, line):
+        parts = line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].isdigit():
+            return
+        t, kind, rest = int(parts[0]), parts[1], parts[2] if len(parts) > 2 else ""
+        if kind == "start":
+            self.procs.append(Process(self.id, int(rest.split()[0]), t))
+            self.tag = None
+            return
+        if not self.procs:
+            self.procs.append(Process(self.id, None, t))
+        p = self.procs[-1]
+        if kind == "members":
+            epoch, live, ready = rest.split()
+            self.tag = (int(epoch), int(live, 16), int(ready))
+        elif kind == "call":
+            m = CALL.match(line)
+            if m:
+                p.calls.append(Call(t, int(m[2]), int(m[3]), m[4], line, self.tag, p))
+        elif kind == "ok" and p.calls:
+            f = rest.split()
+            if len(f) >= 5:
+                p.calls[-1].ok = (int(f[0]), int(f[1], 16),
+                                  tuple(int(x, 16) for x in f[4].split(",")))
+        elif kind == "wrong":
+            p.wrong.append((t, line))
+        elif kind in ("closed", "done", "deadline"):
+            p.end = (t, kind, rest)
+
+
+def bits(mask):
+    return [h for h in range(64) if mask >> h & 1]
+
+
+class Violation:
+    def __init__(self, t, what, lines):
+        self.t, self.what, self.lines = t, what, lines
+
+    def __str__(self):
+        return f"{self.what}:\n" + "\n".join(f"  {l}" for l in self.lines)
+
+
+class CallCheck:
+    """What check_calls() found: violations (each with the time it happened)
+    and counts."""
+
+    def __init__(self):
+        self.violations, self.counts = [], collections.Counter()
+        self.outcomes, self.exempt = collections.Counter(), collections.Counter()
+        self.memberships = set()
+        self.uncompared = collections.Counter()
+
+    def violation(self, t, what, *lines):
+        self.violations.append(Violation(t, what, list(lines)))
+
+
+def check_calls(logs, min_hosts, local_clients=1, final=True, excused=None):
+    """Checks the calls of every process in logs (RankLogs, each updated):
+
+    - no wrong result (elastic_rank checks each sum and logs "wrong");
+    - every step that ran names, in its nonces, the very call of each of
+      its processes, and each of those calls got that same success, or one
+      of the two answers that may differ (exempt()): one collective, one
+      outcome;
+    - never two rings: every step ran on at least min_hosts hosts, on the
+      hosts of the membership its calls were made for (the daemon's, from
+      the "members" line), every call of it was made for the same
+      membership epoch, and each membership epoch ran on one set of hosts;
+    - one outcome for every call: the calls that the processes of a
+      membership made for it are the ring's collectives in the same order,
+      from the call after the resize that made it (or, where a process
+      joined later, as the steps that ran pair them), and each gets the
+      same code and message on every process, but for exempt() ones.
+
+    Two failures that differ are let be where excused(call, since) (since:
+    when the process made the call, at the latest) names a reason for one
+    of them; a success is never excused. Without final, calls not logged
+    yet are left for a later check. Returns a CallCheck."""
+    r = CallCheck()
+    procs = [p for log in logs for p in log.procs]
+    by_pid = {(p.id, p.pid): p for p in procs}
+
+    def host_mask(mask):
+        return sum(1 << (i // local_clients) for i in bits(mask))
+
+    for p in procs:
+        for t, line in p.wrong:
+            r.violation(t, f"a wrong result on {p}", line)
+        r.counts["calls"] += len(p.calls)
+        r.counts["processes"] += 1
+
+    # Steps that ran, by the calls they were summed from.
+    steps = {}
+    for p in procs:
+        for call in p.calls:
+            if call.ok is not None:
+                steps.setdefault(call.ok[2], []).append(call)
+    epoch_masks = collections.defaultdict(set)
+    for key, oks in steps.items():
+        first = oks[0]
+        step, mask, _ = first.ok
+        r.counts["steps run"] += 1
+        hosts = host_mask(mask)
+        if bin(hosts).count("1") < min_hosts:
+            r.violation(first.t, f"step {step} ran on {bin(hosts).count('1')} hosts, fewer than "
+                        f"min_hosts {min_hosts}", first.line)
+        for ident, nonce in zip(bits(mask), key):
+            q = by_pid.get((ident, nonce >> 24))
+            n = nonce & 0xffffff
+            if q is None or n >= len(q.calls):
+                if q is None and final:
+                    r.violation(first.t, f"step {step} names a call of process {ident} (pid "
+                                f"{nonce >> 24}) that never logged", first.line)
+                elif q is not None and q.end is not None:
+                    r.counts["steps with a process that died before its answer"] += 1
+                continue
+            qc = q.calls[n]
+            if qc.ok is not None and qc.ok[2] == key:
+                if qc.tag and first.tag and qc.tag[0] != first.tag[0]:
+                    r.violation(max(qc.t, first.t), f"step {step} ran as calls made for two "
+                                f"memberships (epochs {first.tag[0]} and {qc.tag[0]})",
+                                first.line, qc.line)
+            elif exempt(qc.rc, qc.text):
+                r.exempt["a step's success on one process, " + exempt_kind(qc)] += 1
+            elif qc.rc == 0 and qc.ok is None and not final:
+                continue
+            else:
+                r.violation(max(qc.t, first.t),
+                            f"step {step}: a success on {first.proc}, another outcome for the "
+                            f"same call on {q}", first.line, qc.line)
+        if first.tag:
+            r.memberships.add(first.tag[:2])
+            epoch_masks[first.tag[0]].add(mask)
+            if host_mask(mask) != first.tag[1]:
+                r.violation(first.t, f"step {step} ran on hosts {host_mask(mask):#x}, while the "
+                            f"membership its calls were made for is {first.tag[1]:#x} "
+                            f"(epoch {first.tag[0]})", first.line)
+    for epoch, masks in epoch_masks.items():
+        if len(masks) > 1:
+            r.violation(0, f"membership epoch {epoch} ran steps on different sets of processes: "
+                        + ", ".join(f"{m:#x}" for m in sorted(masks)))
+
+    # Call by call, within each membership of at least min_hosts hosts.
+    seqs = collections.defaultdict(dict)
+    first_of = {}
+    uncompared = {}
+    for p in procs:
+        first_of.setdefault(p.id, p)
+        for call in p.calls:
+            if call.tag is None:
+                uncompared[id(call)] = "made before any membership was logged"
+                continue
+            epoch, live, _ = call.tag
+            if bin(live).count("1") < min_hosts:
+                uncompared[id(call)] = "made for a membership of fewer than min_hosts hosts"
+                continue
+            if not live >> (p.id // local_clients) & 1:
+                uncompared[id(call)] = "made for a membership without its own host"
+                continue
+            # Epoch 0 is the configured ring: a daemon that restarted has it
+            # until its first lap, which is not the ring of the run's start.
+            if epoch == 0 and first_of[p.id] is not p:
+                uncompared[id(call)] = "made for a restarted daemon's configured ring"
+                continue
+            uncompared[id(call)] = "with no other process of its membership to pair it with"
+            seqs[(epoch, live)].setdefault(p, []).append(call)
+    compared, failed_alike, exempted = set(), set(), {}
+    splits = collections.defaultdict(list)
+    outcome_of = {}
+
+    def excuse(call):
+        if excused is None or call.rc == 0:
+            return None
+        calls = call.proc.calls
+        since = calls[call.n - 1].t if 0 < call.n <= len(calls) else call.proc.t0
+        return excused(call, since)
+    for tag, by_proc in seqs.items():
+        # A call made for the membership before, after the daemon had
+        # agreed on this one, takes no number: it is answered at once with
+        # this membership's resize, which the other processes got for their
+        # last call before it. It stands first, and pairs with nothing.
+        made = {resize_message(p.calls[seq[0].n - 1]) for p, seq in by_proc.items()
+                if seq[0].n > 0 and p.calls[seq[0].n - 1].rc == RINGD_ERESIZED}
+        for p, seq in by_proc.items():
+            first, before = seq[0], p.calls[seq[0].n - 1] if seq[0].n > 0 else None
+            if (first.rc == RINGD_ERESIZED and resize_message(first) in made
+                    and (before is None or resize_message(before) != resize_message(first))):
+                r.counts["calls answered at once for the membership before"] += 1
+                uncompared[id(first)] = "made for the membership before, answered at once"
+                del seq[0]
+        by_proc = {p: seq for p, seq in by_proc.items() if seq}
+        pos = {id(call): i for seq in by_proc.values() for i, call in enumerate(seq)}
+        # The steps that ran pair calls of two processes exactly.
+        pairs = collections.defaultdict(set)
+        for seq in by_proc.values():
+            for call in seq:
+                key = call.ok[2] if call.ok else None
+                if key is None:
+                    continue
+                for other in steps.get(key, ()):
+                    if other.proc is not call.proc and id(other) in pos:
+                        pairs[(call.proc, other.proc)].add(pos[id(other)] - pos[id(call)])
+        procs_in = list(by_proc)
+        for i, a in enumerate(procs_in):
+            for b in procs_in[i + 1:]:
+                sa, sb = by_proc[a], by_proc[b]
+                offsets = pairs.get((a, b), set())
+                if len(offsets) > 1:
+                    r.violation(sa[-1].t, f"membership epoch {tag[0]}: {a} and {b} ran steps "
+                                f"out of step (their calls pair with offsets {sorted(offsets)})")
+                    continue
+                if offsets:
+                    d = offsets.pop()
+                elif entered_at_start(sa[0]) and entered_at_start(sb[0]):
+                    d = 0
+                else:
+                    r.counts["pairs of processes of a membership with nothing to pair them"] += 1
+                    continue
+                for k, ca in enumerate(sa):
+                    if not 0 <= k + d < len(sb):
+                        continue
+                    cb = sb[k + d]
+                    compared.add(id(ca))
+                    compared.add(id(cb))
+                    if exempt(ca.rc, ca.text) or exempt(cb.rc, cb.text):
+                        if (ca.rc, ca.text) != (cb.rc, cb.text):
+                            for x in (ca, cb):
+                                if exempt(x.rc, x.text):
+                                    exempted[id(x)] = exempt_kind(x)
+                        continue
+                    if ca.rc == 0 and cb.rc == 0:
+                        if (ca.ok and cb.ok and ca.ok[2] != cb.ok[2]
+                                or final and bool(ca.ok) != bool(cb.ok)):
+                            r.violation(max(ca.t, cb.t), f"membership epoch {tag[0]}: calls "
+                                        "paired as one collective are not", ca.line, cb.line)
+                    elif (ca.rc, ca.text) != (cb.rc, cb.text):
+                        why = (excuse(ca) or excuse(cb)) if ca.rc < 0 and cb.rc < 0 else None
+                        if why:
+                            for x in (ca, cb):
+                                if excuse(x):
+                                    exempted[id(x)] = why
+                            continue
+                        splits[tag].append((ca, cb))
+                    elif ca.rc < 0:
+                        failed_alike.update((id(ca), id(cb)))
+                        for x in (ca, cb):
+                            outcome_of[id(x)] = (x.rc, outcome_shape(x.text))
+    # One violation for each collective split: the pairs of calls that
+    # differ, each pair's calls returned within 10 s of the first's.
+    for tag, pairs_ in splits.items():
+        pairs_.sort(key=lambda p: min(p[0].t, p[1].t))
+        groups = []
+        for ca, cb in pairs_:
+            if groups and min(ca.t, cb.t) - groups[-1][0] < 10000:
+                groups[-1][1].update((ca, cb))
+            else:
+                groups.append((min(ca.t, cb.t), {ca, cb}))
+        for _, calls in groups:
+            calls = sorted(calls, key=lambda x: (x.proc.id, x.t))
+            kind = ("a success on one and an error on another" if len({x.rc == 0 for x in calls})
+                    > 1 else "different outcomes")
+            r.violation(max(x.t for x in calls), f"membership epoch {tag[0]} (hosts "
+                        f"{tag[1]:#x}): one collective, {kind}",
+                        *[f"{x.proc}: {x.line}" for x in calls])
+    for kind in exempted.values():
+        r.exempt["an answer that differs from another rank's: " + kind] += 1
+    for outcome in outcome_of.values():
+        r.outcomes[outcome] += 1
+    r.counts["calls compared"] = len(compared)
+    failed = [call for p in procs for call in p.calls if call.rc < 0]
+    r.counts["failed calls"] = len(failed)
+    r.counts["failed calls alike on the ranks compared"] = len(failed_alike)
+    for call in failed:
+        if id(call) not in compared:
+            r.uncompared["failed calls " + uncompared[id(call)]] += 1
+    return r
+
+
+def entered_at_start(call):
+    """Whether a process's first call for a membership is that membership's
+    first collective: the process's first call, or the one after the resize
+    that made the membership (a call made for the old membership after the
+    daemon agreed on the new one fails at once, for the old)."""
+    calls = call.proc.calls
+    k = call.n if call.n < len(calls) and calls[call.n] is call else calls.index(call)
+    return k == 0 or calls[k - 1].rc == RINGD_ERESIZED
+
+
+def resize_message(call):
+    """What a RINGD_ERESIZED answer says of the resize, without the label of
+    the collective it failed ("allreduce failed: ")."""
+    return call.text.split(" failed: ", 1)[-1]
+
+
+def exempt_kind(call):
+    return "RINGD_ECLOSED" if call.rc == RINGD_ECLOSED else "outcome unknown"

@@ -8,24 +8,39 @@
  * ID is the process's own number, 0..63: its host's configured index times
  * local_clients plus its local rank. What a rank adds depends on it, never
  * on its rank, which a resize changes. A step is an allreduce (int64, SUM)
- * of
+ * of ELEMS + 64 elements:
  *   [0]   1 << ID            the sum is the set of processes that ran it
  *   [1]   step               the sum is step x ranks: all ranks at one step
- *   [i]   grad(ID, step, i), i >= 2
- * and the model p (ELEMS - 2 int64) adds the sum of the grads. A result is
- * checked against the set in [0] (which must have ringd_size() members), so a
- * sum of two different steps, or of another set than the ring's, is found.
+ *   [i]   grad(ID, step, i) + noise(NONCE, i), 2 <= i < ELEMS
+ *   [ELEMS + ID]  NONCE      this call's own number, 0 in the other slots
+ * NONCE is (pid << 24) | N, N the call's number below: no two calls of any
+ * processes add the same input, and the result names, in its slots, the
+ * very call of every process that it was summed from. The model p
+ * (ELEMS - 2 int64) adds the sum of the grads (the noise taken out again),
+ * so it does not depend on the nonces. A result is checked against the set
+ * in [0] (which must have ringd_size() members) and the nonces in the slots
+ * (one for each member and none else, this call's own in its own slot), so
+ * a sum of two different steps or calls, or of another set than the
+ * ring's, is found.
  * On RINGD_ERESIZED, and once at the start, the ranks sync: the largest
  * step wins, and the lowest rank at it broadcasts its model, so a process
  * that comes back catches up. So they do on RINGD_EMISMATCH: a host whose
  * daemon restarted before the others closed over it comes back without a
- * resize, and its new process's first sync meets their step. Any other
- * failure retries the step (every rank saw the same outcome).
+ * resize, and its new process's first sync meets their step. And so they
+ * do on an answer that says "outcome unknown" (PROTOCOL.md, Outcomes):
+ * other ranks may have had a success for that call and gone on to the next
+ * step, so retrying it would pair this rank's step with their next one;
+ * the sync's first call differs in count from a step's, so it fails
+ * (RINGD_EMISMATCH) on every rank that went on, and they all sync. Any
+ * other failure retries the step (every rank saw the same outcome).
  *
  * LOG gets one line per event, each starting with CLOCK_REALTIME in ms:
- *   T ok STEP MASK SIZE RANK       a step ran on the processes of MASK
+ *   T start PID ID                 the process started
+ *   T ok STEP MASK SIZE RANK NONCES  a step ran on the processes of MASK;
+ *                                  NONCES: the slots of MASK's members in
+ *                                  ID order, in hex, comma-separated
  *   T resized TEXT                 RINGD_ERESIZED and its message
- *   T error CODE TEXT              another failure; the step is retried
+ *   T error CODE TEXT              another failure
  *   T sync STEP ROOT               synced to STEP from rank ROOT
  *   T done HASH                    all steps ran; HASH of the model
  *   T call N RC TEXT               every call (a step's allreduce and each
@@ -35,6 +50,13 @@
  *                                  ringd_last_error() or "ok"; logged before
  *                                  the call's other line, so the ranks'
  *                                  outcomes can be compared call by call
+ *   T members EPOCH LIVE READY     with $ELASTIC_RANK_MEMBERS set, at the
+ *                                  start and after every failed call: the
+ *                                  daemon's membership (ringd_membership():
+ *                                  the epoch it was agreed in, its hosts as
+ *                                  a mask, whether the ring is ready), which
+ *                                  the calls after it are made for until
+ *                                  one fails
  * With $ELASTIC_RANK_STOP set, the process stops at the step that file holds
  * once it exists (when below STEPS): a test writes it, ahead of every rank's
  * step, to end the run when its faults are over, and every rank stops at the
@@ -48,11 +70,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ringd.h"
 
 #define ELEMS 1024
 #define MODEL (ELEMS - 2)
+#define SLOTS 64 /* [ELEMS + ID]: the nonce of process ID's call */
 
 static FILE *log_file;
 static ringd_client *c;
@@ -60,6 +84,7 @@ static int64_t *buf, *p;
 static int64_t step;
 static int64_t calls;
 static int id;
+static int members_log; /* $ELASTIC_RANK_MEMBERS */
 
 static int64_t now_ms(int clock)
 {
@@ -93,6 +118,15 @@ static int64_t grad(int h, int64_t s, int i)
     return ((int64_t)(h + 1) * 7919 + s * 104729 + (int64_t)i * 31) % 1000003;
 }
 
+/* What a call with this nonce adds to element i on top of its grads: up to
+ * 10^6, so sums of 64 of them stay far from overflow. */
+static int64_t noise(int64_t nonce, int i)
+{
+    uint64_t x = (uint64_t)nonce * 0x9e3779b97f4a7c15u + (uint64_t)i * 0xbf58476d1ce4e5b9u;
+    x ^= x >> 31;
+    return (int64_t)(x % 1000003);
+}
+
 static uint64_t model_hash(void)
 {
     uint64_t x = 1469598103934665603u;
@@ -101,6 +135,21 @@ static uint64_t model_hash(void)
         x *= 1099511628211u;
     }
     return x;
+}
+
+/* With $ELASTIC_RANK_MEMBERS, logs the daemon's membership: what the next
+ * calls are made for (a call made for another one fails with
+ * RINGD_ERESIZED, after which this is asked again). A daemon that does not
+ * answer ends the process, as a call would. */
+static void log_members(void)
+{
+    if (!members_log) return;
+    ringd_membership_info m;
+    if (ringd_membership(c, &m) < 0) {
+        note("closed membership: %s", ringd_last_error(c));
+        exit(3);
+    }
+    note("members %" PRIu32 " %#" PRIx64 " %d", m.epoch, m.live, m.ready);
 }
 
 /* A failure other than a wrong result: the daemon gone ends the process,
@@ -115,6 +164,7 @@ static void failed(int rc)
         note("resized %s", ringd_last_error(c));
     else
         note("error %s %s", ringd_errname(rc), ringd_last_error(c));
+    log_members();
 }
 
 /* Lowers *steps to the step in $ELASTIC_RANK_STOP, once that file exists. */
@@ -157,11 +207,14 @@ static void sync_all(void)
 /* One step: 0, or a failure code. Exits on a wrong result. */
 static int train_step(void)
 {
+    int64_t nonce = (int64_t)getpid() << 24 | (calls & 0xffffff);
     buf[0] = (int64_t)1 << id;
     buf[1] = step;
     for (int i = 2; i < ELEMS; i++)
-        buf[i] = grad(id, step, i);
-    int rc = logged(ringd_allreduce(c, buf, ELEMS, RINGD_INT64, RINGD_SUM));
+        buf[i] = grad(id, step, i) + noise(nonce, i);
+    memset(buf + ELEMS, 0, SLOTS * sizeof *buf);
+    buf[ELEMS + id] = nonce;
+    int rc = logged(ringd_allreduce(c, buf, ELEMS + SLOTS, RINGD_INT64, RINGD_SUM));
     if (rc < 0) return rc;
     uint64_t mask = (uint64_t)buf[0];
     int size = ringd_size(c), members = __builtin_popcountll(mask);
@@ -170,18 +223,36 @@ static int train_step(void)
              step, mask, members, size, buf[1]);
         exit(1);
     }
-    for (int i = 2; i < ELEMS; i++) {
-        int64_t want = 0;
-        for (int h = 0; h < 64; h++)
-            if (mask & ((uint64_t)1 << h)) want += grad(h, step, i);
-        if (buf[i] != want) {
-            note("wrong step %" PRId64 ": element %d is %" PRId64 ", not %" PRId64, step, i,
-                 buf[i], want);
+    char nonces[SLOTS * 17 + 1];
+    size_t len = 0;
+    for (int h = 0; h < SLOTS; h++) {
+        int64_t n = buf[ELEMS + h];
+        int member = (mask & ((uint64_t)1 << h)) != 0;
+        if (member != (n > 0) || (h == id && n != nonce)) {
+            note("wrong step %" PRId64 ": slot %d holds %#" PRIx64 " (members %#" PRIx64
+                 ", this call's nonce %#" PRIx64 ")",
+                 step, h, (uint64_t)n, mask, (uint64_t)nonce);
             exit(1);
         }
-        p[i - 2] += buf[i];
+        if (member)
+            len += (size_t)snprintf(nonces + len, sizeof nonces - len, "%s%" PRIx64, len ? "," : "",
+                                    (uint64_t)n);
     }
-    note("ok %" PRId64 " %#" PRIx64 " %d %d", step, mask, size, ringd_rank(c));
+    for (int i = 2; i < ELEMS; i++) {
+        int64_t want = 0, extra = 0;
+        for (int h = 0; h < SLOTS; h++)
+            if (mask & ((uint64_t)1 << h)) {
+                want += grad(h, step, i);
+                extra += noise(buf[ELEMS + h], i);
+            }
+        if (buf[i] != want + extra) {
+            note("wrong step %" PRId64 ": element %d is %" PRId64 ", not %" PRId64, step, i, buf[i],
+                 want + extra);
+            exit(1);
+        }
+        p[i - 2] += buf[i] - extra;
+    }
+    note("ok %" PRId64 " %#" PRIx64 " %d %d %s", step, mask, size, ringd_rank(c), nonces);
     step++;
     return 0;
 }
@@ -200,6 +271,8 @@ int main(int argc, char **argv)
         perror(argv[4]);
         return 2;
     }
+    members_log = getenv("ELASTIC_RANK_MEMBERS") != NULL;
+    note("start %ld %d", (long)getpid(), id);
     /* The daemon may be starting: try for a while. */
     int rc;
     while ((rc = ringd_connect(argv[1], &c)) < 0) {
@@ -210,12 +283,13 @@ int main(int argc, char **argv)
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    buf = ringd_alloc(c, ELEMS * sizeof *buf);
+    buf = ringd_alloc(c, (ELEMS + SLOTS) * sizeof *buf);
     p = calloc(MODEL, sizeof *p);
     if (!buf || !p) {
         note("closed out of memory");
         return 3;
     }
+    log_members();
     sync_all();
     while (read_stop(&steps), step < steps) {
         if (now_ms(CLOCK_MONOTONIC) > deadline) {
@@ -223,8 +297,9 @@ int main(int argc, char **argv)
             return 4;
         }
         if ((rc = train_step()) < 0) {
+            int unknown = strstr(ringd_last_error(c), "outcome unknown") != NULL;
             failed(rc);
-            if (rc == RINGD_ERESIZED || rc == RINGD_EMISMATCH) sync_all();
+            if (rc == RINGD_ERESIZED || rc == RINGD_EMISMATCH || unknown) sync_all();
             continue;
         }
         if (step_ms > 0) {

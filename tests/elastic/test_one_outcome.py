@@ -10,21 +10,19 @@ on a host that stayed in the ring is compared call by call: for every N,
 the same code and the same message on all of them, except where one got
 RINGD_ECLOSED or an answer that says "outcome unknown" (PROTOCOL.md,
 Outcomes, "Where one outcome is impossible"); never a success on one and
-an error on another. Every run ends with the model a single-process replay
+an error on another (cluster.py, check_one_outcome). Every run ends with the model a single-process replay
 of its membership schedule gives (cluster.py, check_run).
 """
 
-import collections
 import os
 import random
-import re
 import signal
 import sys
 import time
 
 import pytest
 
-from cluster import Cluster, now_ms
+from cluster import RINGD_ERESIZED, Cluster, check_one_outcome, exempt, now_ms, rank_calls
 
 EVICT_S = 3
 HOSTS = 4
@@ -37,9 +35,6 @@ CONFIG = ("min_hosts: 3\n"
           "collective_timeout: 6s\n"
           "backoff_max: 1s\n")
 
-RINGD_ECLOSED = -4
-RINGD_ERESIZED = -21
-CALL = re.compile(r"^(\d+) call (\d+) (-?\d+) (.*)$")
 
 
 @pytest.fixture
@@ -115,67 +110,7 @@ def finish(c, hosts):
     return c.check_run(hosts, steps, timeout=120)
 
 
-# ---- the check ----
-
-def rank_calls(c, i):
-    """Process i's calls as (N, RC, TEXT, line), in the order it made them."""
-    calls = []
-    with open(c.rank_logs[i], errors="replace") as f:
-        for line in f:
-            m = CALL.match(line.rstrip("\n"))
-            if m:
-                calls.append((int(m[2]), int(m[3]), m[4], line.rstrip("\n")))
-    return calls
-
-
-def exempt(rc, text):
-    return rc == RINGD_ECLOSED or "outcome unknown" in text
-
-
-def check_one_outcome(c, ids, scenario):
-    """Asserts that processes ids, which lived through the whole run on
-    hosts that stayed in the ring, got one outcome for every call: the same
-    code and message, but where one got RINGD_ECLOSED or "outcome unknown".
-    Returns what it saw: calls compared, failed calls and their outcomes,
-    the exceptions."""
-    calls = {i: rank_calls(c, i) for i in ids}
-    for i, cs in calls.items():
-        assert [n for n, *_ in cs] == list(range(len(cs))), (
-            f"process {i}'s calls are not numbered 0, 1, 2, ... (restarted?)")
-    lengths = {i: len(cs) for i, cs in calls.items()}
-    n_calls = min(lengths.values())
-    exceptions, failed, outcomes = [], 0, collections.Counter()
-    for n in range(n_calls):
-        at = {i: calls[i][n] for i in ids}
-        if any(exempt(rc, text) for _, rc, text, _ in at.values()):
-            exceptions.append((n, at))
-            continue
-        if len({(rc, text) for _, rc, text, _ in at.values()}) != 1:
-            kinds = "a success on one and an error on another" if (
-                len({rc == 0 for _, rc, _, _ in at.values()}) > 1) else "different outcomes"
-            raise AssertionError(
-                f"{scenario}: call {n}: {kinds}:\n"
-                + "\n".join(f"  process {i} (h{i}): {at[i][3]}" for i in ids)
-                + "\nthe daemons' logs:\n" + "\n".join(c.tail(h, 60) for h in range(HOSTS)))
-        rc, text = at[ids[0]][1], at[ids[0]][2]
-        if rc < 0:
-            failed += 1
-            # Messages differ by collective number and host; their shape:
-            outcomes[(rc, re.sub(r"#\d+", "#N", text))] += 1
-    for n, at in exceptions:
-        print(f"{scenario}: call {n} exempt:\n"
-              + "\n".join(f"  process {i}: {at[i][3]}" for i in ids))
-    if len(set(lengths.values())) != 1:
-        # Only after an exception may the processes part (one retries a step
-        # that another has synced after).
-        assert exceptions, f"{scenario}: processes made {lengths} calls, with no exception"
-        print(f"{scenario}: processes made {lengths} calls")
-    print(f"{scenario}: {n_calls} calls compared on processes {ids}, {failed} failed alike, "
-          f"{len(exceptions)} exempt; outcomes:")
-    for (rc, text), k in sorted(outcomes.items()):
-        print(f"  {k:4d} x {rc} {text}")
-    return n_calls, failed, outcomes, exceptions
-
+# ---- the check (check_one_outcome(): cluster.py) ----
 
 def check_closed_over(c, f, ref, scenario):
     """Compares process f, whose host was closed over (frozen) and taken
@@ -188,7 +123,7 @@ def check_closed_over(c, f, ref, scenario):
     with the resize that took it back, as ref's call then did, and f goes
     on from there. Never a success where ref failed, nor the reverse.
     Returns the returns (f's line, ref's, ref's at f's return)."""
-    fc, rc_ = rank_calls(c, f), rank_calls(c, ref)
+    fc, rc_ = rank_calls(c.rank_logs[f]), rank_calls(c.rank_logs[ref])
     d, n, compared, returns, exempted = 0, 0, 0, [], []
 
     def violation(why):

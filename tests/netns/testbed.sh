@@ -20,7 +20,8 @@
 # the commands; tb_up sets TESTBED). The library sets no trap: a script that
 # calls tb_up removes the testbed itself, e.g. `trap 'tb_down' EXIT`.
 #
-# What is built. A testbed NAME is rgd-<owner pid>[-k]; the owner is the
+# What is built. A testbed NAME is rgd-<owner pid>[-k] (or $TB_PREFIX-...,
+# for a test that keeps its testbeds apart from the others); the owner is the
 # process that keeps it (the shell that ran `up`, this script for `run`, the
 # shell that sourced it for tb_up), so parallel runs never collide and
 # `down` knows what is left over. It has
@@ -28,10 +29,11 @@
 #                    h0..h{N-1}, bridge netfilter off
 #   NAME-h0 .. -hN-1 one namespace per host: lo, and eth0 with address
 #                    198.18.0.(i+1)/24 (198.18.0.0/15 is reserved for
-#                    benchmarks, RFC 2544), MTU 1500, IPv6 off
+#                    benchmarks, RFC 2544; $TB_NET changes 198.18.0 to
+#                    another /24 of it), MTU 1500, IPv6 off
 # joined by veth pairs hI <-> eth0, created directly inside the namespaces:
 # nothing is added to the namespace this script runs in, a host has no route
-# but 198.18.0.0/24, so all traffic stays inside the testbed (tb_verify
+# but its /24, so all traffic stays inside the testbed (tb_verify
 # checks this).
 #
 # Shaping. RATE is a tc rate (SI units: 100mbit, 1gbit, 10gbit) or `none`.
@@ -45,7 +47,8 @@
 #
 # Needs root and iproute2.
 
-TB_PREFIX=rgd
+TB_PREFIX=${TB_PREFIX:-rgd}
+TB_NET=${TB_NET:-198.18.0}
 
 tb_die() {
     echo "testbed: $*" >&2
@@ -66,7 +69,7 @@ tb_ns() {
 tb_addr() {
     local i=${1#h}
     [[ $i =~ ^[0-9]+$ ]] || tb_die "no host '$1'" || return 1
-    echo "198.18.0.$((i + 1))"
+    echo "$TB_NET.$((i + 1))"
 }
 
 # Prints "NAME HOSTS OWNER" for each testbed.
@@ -216,22 +219,22 @@ tb_exec() {
 }
 
 # Checks that testbed $TESTBED is what the header says: each host has lo and
-# eth0 only, no route outside 198.18.0.0/24, and the calling namespace has
+# eth0 only, no route outside $TB_NET.0/24, and the calling namespace has
 # neither its interfaces nor its addresses.
 tb_verify() {
-    local ns links routes
+    local ns links routes net=${TB_NET//./\\.}
     for ns in $(ip netns list | awk '{print $1}' | grep "^$TESTBED-h[0-9]*$"); do
         links=$(ip -n "$ns" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort |
             tr '\n' ' ')
         [ "$links" = "eth0 lo " ] || tb_die "$ns has interfaces '$links', expected eth0 and lo" ||
             return 1
-        routes=$(ip -n "$ns" -4 route show | grep -v '^198\.18\.0\.0/24 ' || true)
+        routes=$(ip -n "$ns" -4 route show | grep -v "^$net\\.0/24 " || true)
         [ -z "$routes" ] || tb_die "$ns has routes out of the testbed: $routes" || return 1
         ! ip -n "$ns" route get 192.0.2.1 >/dev/null 2>&1 ||
             tb_die "$ns can reach 192.0.2.1: traffic could leave the testbed" || return 1
     done
-    ! ip -o addr show | grep -q ' 198\.18\.0\.' ||
-        tb_die "this namespace has an address in 198.18.0.0/24" || return 1
+    ! ip -o addr show | grep -q " $net\\." ||
+        tb_die "this namespace has an address in $TB_NET.0/24" || return 1
 }
 
 tb_main() {
