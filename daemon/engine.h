@@ -44,12 +44,35 @@ typedef struct engine engine;
 
 /* The hosts collectives run on now, for numbering ranks: the configured
  * ones, or in an elastic ring those of its current membership. */
+/* A resize of an elastic ring, as this host settled it. */
+typedef struct {
+    uint32_t from, to;                /* the membership epochs it ended and began */
+    uint64_t members;                 /* the hosts of the one it began (bit i: configured host i) */
+    char why[FRAME_MAX_WAITING + 64]; /* its words: "ring resized to 4 hosts (4 ranks): ..." */
+} engine_resize;
+
+#define ENGINE_RESIZES_KEPT 8
+
 typedef struct {
     const cfg *hosts;       /* hosts and n_hosts in ring order; read nothing else of it */
     int me;                 /* this host in it */
     uint32_t members_epoch; /* changes with every resize; 0: never resized */
     const char *resize_why; /* the last resize, "" */
+    /* The last resizes, oldest first: a call made for an older membership
+     * fails with the resize that ended that membership, whichever came
+     * since, as the calls that one settled did (engine_resize_after()). */
+    const engine_resize *resizes;
+    int n_resizes;
 } engine_view;
+
+/* The resize that ended membership members_epoch, or NULL if it is not
+ * kept (or is the current one). */
+static inline const engine_resize *engine_resize_after(const engine_view *v, uint32_t members_epoch)
+{
+    for (int i = 0; i < v->n_resizes; i++)
+        if (v->resizes[i].from == members_epoch) return &v->resizes[i];
+    return NULL;
+}
 
 /* What an engine tells its owner (the local sessions) besides each job's
  * outcome. */

@@ -762,9 +762,9 @@ static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
     }
 }
 
-/* The ring is ready with a new membership: what waits here was numbered
- * for the old one (ranks, sizes, roots), so it all fails with the resize,
- * and every rank's next collective is the new epoch's first, at high. */
+/* The ring has a new membership: what waits here was numbered for the old
+ * one (ranks, sizes, roots), so it all fails with the resize, and every
+ * rank's next collective is the next ready epoch's first, at high. */
 static void resize(gather *g, const job_verdict *v)
 {
     while (g->aside) {
@@ -802,8 +802,10 @@ void gather_settled(gather *g, const job_verdict *v)
 {
     if (v->resized) {
         resize(g, v);
-        /* Missed, and over since: the next verdict says where it ended. */
-        if (v->passed) g->limbo = 1;
+        /* Not ready: the ring waits (for a rank, or for min_hosts), or this
+         * host missed a confirmation and the epoch is over since. The next
+         * verdict says where the next epoch starts. */
+        if (!v->ready) g->limbo = 1;
         return;
     }
     /* The numbers from base are of g->epoch: only a verdict of it says

@@ -233,9 +233,9 @@ typedef struct {
      * waits for the next verdict. */
     int passed;
     uint32_t next_epoch;
-    /* The ring is ready with a new membership (an elastic ring): what did
-     * not succeed failed with RINGD_ERESIZED, and every rank's numbering
-     * starts afresh with the next epoch (gather.h). */
+    /* The ring has a new membership (an elastic ring), ready or not: what
+     * did not succeed failed with RINGD_ERESIZED, and every rank's
+     * numbering starts afresh with the next ready epoch (gather.h). */
     int resized;
 } job_verdict;
 

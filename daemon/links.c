@@ -48,6 +48,10 @@ struct links {
     void *close_data;
 
     epochs ep;
+    /* This host's ranks were all there again while a lap went round: its
+     * FORM follows that lap's confirmation, which it would otherwise cut
+     * short for the hosts after it (since form_due, uv_now(); 0: none). */
+    uint64_t form_due;
     char left_error[640]; /* why the left link is not up, as far as we know */
     int left_refused;     /* ... and it is that this host refused the last attempt */
 
@@ -111,6 +115,7 @@ static void adopt(links *l, links_change kind, int gone, int code, const char *w
                   const char *reason)
 {
     log_info("ring epoch %u: %s", l->ep.epoch, why);
+    l->form_due = 0; /* a new lap folds this host's ranks as they are now */
     links_event ev = {.epoch = l->ep.epoch,
                       .kind = kind,
                       .gone = gone,
@@ -164,6 +169,14 @@ static void start_lap(links *l, epoch_phase phase, int gone, const char *cause)
     send_epoch(l, &lap);
 }
 
+/* This host's ranks are all there again: a FORM ends the ring's wait. */
+static void form_now(links *l)
+{
+    l->form_due = 0;
+    if (l->n > 1 && !l->ep.incomplete && peer_state(l->right) == LINK_UP)
+        start_lap(l, EPOCH_FORM, 0, NULL);
+}
+
 /* A lap came round: the last ready epoch is settled, and the ring is
  * ready, or waits for the ranks the confirmation names. */
 static void note_members(links *l, const frame_epoch *c);
@@ -193,6 +206,10 @@ static void settle(links *l, const frame_epoch *c, int sent)
         log_info("ring epoch %u: not ready until every local rank of every host is connected: %s",
                  l->ep.epoch, c->waiting);
     l->cb.on_settle(l->data, c, ready && sent ? LINKS_READY : LINKS_WAITING);
+    if (l->form_due && l->ep.phase == RING_WAITING)
+        form_now(l);
+    else
+        l->form_due = 0;
 }
 
 /* ---- the elastic ring ---- */
@@ -749,6 +766,8 @@ static void on_heartbeat(uv_timer_t *t)
     uv_timer_set_repeat(t, l->cfg->heartbeat_interval_ms); /* a reload may change it */
     peer_heartbeat(l->left, now);
     peer_heartbeat(l->right, now);
+    /* The lap it waited for neither came back nor gave way to another. */
+    if (l->form_due && now - l->form_due >= l->cfg->heartbeat_timeout_ms) form_now(l);
 }
 
 /* ---- lifecycle ---- */
@@ -981,8 +1000,17 @@ void links_members(links *l, int complete, const char *missing)
 {
     int was = l->ep.incomplete;
     epochs_set_members(&l->ep, complete, missing);
-    if (l->n > 1 && was && complete && peer_state(l->right) == LINK_UP)
-        start_lap(l, EPOCH_FORM, 0, NULL);
+    if (!was || !complete) return;
+    if (l->ep.phase == RING_FORMING) {
+        /* A lap of this epoch passed this host while a rank was missing:
+         * its confirmation (INCOMPLETE) settles the collectives before it,
+         * or resizes the ring, on every host it reaches. A FORM now would
+         * stop it here, and the hosts after this one would settle them by
+         * the next lap instead, maybe otherwise (another resize's words). */
+        l->form_due = uv_now(l->loop);
+        return;
+    }
+    form_now(l);
 }
 
 void links_completed(links *l, uint64_t done)

@@ -83,6 +83,7 @@ typedef struct answer {
     int ready, status;
     char *text;
     uint8_t kind;    /* for the accounting (report.h) */
+    uint32_t made_for; /* the membership epoch the client made it for */
     uint64_t bytes;  /* the buffer's */
     gather_timing t; /* a success: how it went */
     struct answer *next;
@@ -91,8 +92,9 @@ typedef struct answer {
 /* Queues an encoded message (n bytes in buf, or an encoder error). */
 void session_queue(session *s, const uint8_t *buf, int n);
 /* Takes COLLECTIVE id's place in the order of answers, before anything
- * may answer it; kind and bytes are for the rank's accounting. */
-int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes);
+ * may answer it; kind and bytes are for the rank's accounting, made_for
+ * (the membership epoch the client made it for) for a resize's answer. */
+int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes, uint32_t made_for);
 /* Answers request id, a message of type type, with a RESULT: the one way a
  * request is answered, refused or done (but STATUS_REQ, whose STATUS goes
  * at once). A COLLECTIVE's answer waits in the place session_expect() took

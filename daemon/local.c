@@ -81,22 +81,41 @@ void session_queue(session *s, const uint8_t *buf, int n)
     flush_out(s);
 }
 
-/* A RESULT of RINGD_ERESIZED tells the client where it is now. */
-static void resize_trailer(const session *s, msg_result *r)
+/* A RESULT of RINGD_ERESIZED tells the client where it is: in the
+ * membership that followed the one its call was made for (made_for). After
+ * two resizes in a row, a rank that made a call for the first membership
+ * learns of them one at a time, as one whose calls the first one settled
+ * does: its next call, made for the second membership, fails with the
+ * resize after it, so every rank makes as many calls before the ring's
+ * next success. */
+static void resize_trailer(const session *s, msg_result *r, uint32_t made_for)
 {
     if (r->status != RINGD_ERESIZED || s->observer) return;
     engine_view v;
     engine_get_view(s->owner->engine, &v);
-    r->members_epoch = v.members_epoch;
-    r->rank = cfg_first_rank(v.hosts, (size_t)v.me) + s->local_rank;
-    r->size = cfg_total_ranks(v.hosts);
+    const engine_resize *z = engine_resize_after(&v, made_for);
+    if (!z || z->to == v.members_epoch) {
+        r->members_epoch = v.members_epoch;
+        r->rank = cfg_first_rank(v.hosts, (size_t)v.me) + s->local_rank;
+        r->size = cfg_total_ranks(v.hosts);
+        return;
+    }
+    const cfg *c = s->owner->cfg;
+    int size = 0;
+    for (size_t h = 0; h < c->n_hosts; h++) {
+        if (h < 64 && !(z->members >> h & 1)) continue;
+        if ((int)h == s->owner->me) r->rank = size + s->local_rank;
+        size += c->hosts[h].local_clients;
+    }
+    r->members_epoch = z->to;
+    r->size = size;
 }
 
-/* Sends a RESULT now. */
-static void send_result(session *s, uint64_t id, int status, const char *text)
+/* Sends a RESULT now; made_for as resize_trailer() says. */
+static void send_result(session *s, uint64_t id, int status, const char *text, uint32_t made_for)
 {
     msg_result r = {.id = id, .status = status};
-    resize_trailer(s, &r);
+    resize_trailer(s, &r, made_for);
     if (status < 0 && (!text || !*text)) {
         /* Every failure says what and where; one that does not is a bug,
          * which must not reach the user as an empty string. */
@@ -111,7 +130,7 @@ static void send_result(session *s, uint64_t id, int status, const char *text)
     session_queue(s, buf, msg_encode_result(buf, sizeof buf, &r));
 }
 
-int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes)
+int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes, uint32_t made_for)
 {
     if (s->n_answers >= MAX_ANSWERS) return RINGD_EBUSY;
     answer *a = calloc(1, sizeof *a);
@@ -119,6 +138,7 @@ int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes)
     a->id = id;
     a->kind = kind;
     a->bytes = bytes;
+    a->made_for = made_for;
     if (s->owner->report && !s->observer) report_submit(s->owner->report, s->local_rank, kind);
     if (s->answers_tail)
         s->answers_tail->next = a;
@@ -166,7 +186,9 @@ void session_answer(session *s, uint8_t type, uint64_t id, int status, const cha
     /* Only COLLECTIVEs wait for one another: libringd registers a staging
      * region while its earlier collectives run, and waits for that answer. */
     if (type != MSG_COLLECTIVE) {
-        send_result(s, id, status, text);
+        engine_view v;
+        engine_get_view(s->owner->engine, &v);
+        send_result(s, id, status, text, v.members_epoch);
         return;
     }
     answer *a = s->answers;
@@ -180,7 +202,7 @@ void session_answer(session *s, uint8_t type, uint64_t id, int status, const cha
     while (s->answers && s->answers->ready && !s->closing) {
         a = s->answers;
         account_answer(s, a);
-        send_result(s, a->id, a->status, a->text);
+        send_result(s, a->id, a->status, a->text, a->made_for);
         /* A write that failed closed the session, which freed them all. */
         if (s->closing) break;
         free_answer(s);

@@ -154,8 +154,13 @@ static int do_collective(session *s, msg_collective *m, char *text)
     engine_view v;
     engine_get_view(l->engine, &v);
     if (!s->observer && m->members_epoch != v.members_epoch) {
+        /* With the resize that ended the membership it was made for, as
+         * the calls that resize settled (local.c, resize_trailer()). */
+        const engine_resize *z = engine_resize_after(&v, m->members_epoch);
         return explainf(text, RINGD_ERESIZED, "%s failed: %s", gather_label(m, label, sizeof label),
-                        v.resize_why[0] ? v.resize_why : "the ring was resized");
+                        z                 ? z->why
+                        : v.resize_why[0] ? v.resize_why
+                                          : "the ring was resized");
     }
     int rc = check_collective(s, m, &reg, text);
     if (rc < 0) return rc;
@@ -400,7 +405,8 @@ void session_handle(session *s, const msg_header *h, const uint8_t *body)
         if ((rc = msg_decode_collective(h, body, &m.coll)) < 0) break;
         /* Its place among the answers first: whatever answers it, a refusal
          * here or gather later, waits for the COLLECTIVEs before it. */
-        if (session_expect(s, m.coll.id, coll_kind(&m.coll), coll_bytes(s, &m.coll)) < 0) {
+        if (session_expect(s, m.coll.id, coll_kind(&m.coll), coll_bytes(s, &m.coll),
+                           m.coll.members_epoch) < 0) {
             session_drop(s, "too many collectives not answered yet");
             return;
         }

@@ -52,6 +52,8 @@ typedef struct {
     int me, n, pos;
     uint64_t members;
     uint32_t members_epoch;
+    engine_resize resizes[ENGINE_RESIZES_KEPT]; /* engine_view.resizes */
+    int n_resizes;
     links *links;
     jobs q;
     active act[MAX_ACTIVE]; /* running collectives: a circular buffer in seq order */

@@ -601,7 +601,9 @@ static void ring_view(const engine *e, engine_view *out)
     *out = (engine_view){.hosts = &r->view,
                          .me = r->me,
                          .members_epoch = r->members_epoch,
-                         .resize_why = r->links ? links_resize_why(r->links) : ""};
+                         .resize_why = r->links ? links_resize_why(r->links) : "",
+                         .resizes = r->resizes,
+                         .n_resizes = r->n_resizes};
 }
 
 static void ring_membership(const engine *e, links_membership *out)

@@ -226,16 +226,36 @@ void ring_on_epoch(void *data, const links_event *ev)
     ring_advance(r);
 }
 
+/* Keeps the resize from membership from to c's, in words why. */
+static void remember_resize(ring *r, uint32_t from, const frame_epoch *c, const char *why)
+{
+    if (r->n_resizes == ENGINE_RESIZES_KEPT) {
+        memmove(r->resizes, r->resizes + 1, (ENGINE_RESIZES_KEPT - 1) * sizeof r->resizes[0]);
+        r->n_resizes--;
+    }
+    engine_resize *z = &r->resizes[r->n_resizes++];
+    z->from = from;
+    z->to = c->members_epoch;
+    z->members = c->members;
+    snprintf(z->why, sizeof z->why, "%s", why);
+}
+
 void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
 {
     ring *r = data;
     int ready = how == LINKS_READY, passed = how == LINKS_PASSED;
     /* A new membership: the ring is made of the confirmation's hosts, and
-     * what it settles failed with the resize, on every host alike. */
-    int resized = (ready || passed) && c->members && c->members_epoch != r->members_epoch;
+     * what it settles failed with the resize, on every host alike; also
+     * when the ring waits (for a rank, or for min_hosts). Every host on the
+     * lap takes the membership now, and a call made for the old one fails
+     * at once with the resize's words (local_requests.c), so the calls
+     * this confirmation settles must too: a host whose rank made call k
+     * before it and one whose rank makes call k after it answer alike. */
+    int resized = c->members && c->members_epoch != r->members_epoch;
     /* A rank that left is not waited for once its host is out of the ring
      * (the ring may not run yet: fewer than min_hosts hosts). */
     if (c->members && c->members != r->members) r->gone = 0;
+    uint32_t was = r->members_epoch;
     /* A ring that closed over this host (a confirmation it missed): its
      * verdict applies here, its hosts do not; the next one's do. */
     if (resized && (c->members >> r->pos & 1)) ring_set_view(r, c->members, c->members_epoch);
@@ -270,6 +290,7 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
             snprintf(why, sizeof why, "ring resized to %d hosts (this host missed the resize)",
                      __builtin_popcountll(c->members));
         v.reason = why;
+        if (r->members_epoch != was) remember_resize(r, was, c, why);
     }
     jobs_settle(&r->q, &v);
     /* Nothing made for the old membership runs on the new one (after a

@@ -266,72 +266,165 @@ while True:
 """
 
 
-def test_a_resize_agreed_while_the_ring_waits_for_a_rank_fails_every_call_with_its_words(
-        tmp_path):
-    """h2 comes back without its rank: the confirmation that takes it back
-    (with the resize's words, "back: h2") leaves the ring waiting for rank
-    2. A call rank 0 makes meanwhile waits, and fails once rank 2 is there
-    and the ring is ready; the same call of rank 1, made after that, fails at
-    once for the old membership. Both with the same message (was: rank 0
-    "ring resized to 3 hosts (this host missed the resize)", from the
-    confirmation that made the ring ready, which carries no words; rank 1
-    the resize's words)."""
-    c = Cluster(tmp_path, 3, "min_hosts: 2\nevict_after: 2s\nheartbeat_interval: 250ms\n"
-                "heartbeat_timeout: 1s\ncollective_timeout: 6s\nbackoff_max: 1s\n")
-    d = str(tmp_path)
-    calls = {}
+STEPPED = ("min_hosts: 2\nevict_after: 2s\nheartbeat_interval: 250ms\n"
+           "heartbeat_timeout: 1s\ncollective_timeout: 6s\nbackoff_max: 1s\n")
 
-    def go(me, k):
-        with open(os.path.join(d, f"go-{me}-{k}"), "w"):
+
+class Steppers:
+    """Three hosts, each with a STEPPER process that the test moves one
+    call at a time."""
+
+    def __init__(self, tmp_path):
+        self.c = Cluster(tmp_path, 3, STEPPED)
+        self.d = str(tmp_path)
+        self.since = {}
+
+    def start(self):
+        """Starts the ring and its processes, whose call 0 succeeds."""
+        self.c.start_all()
+        for i in range(3):
+            self.start_process(i, str(i))
+        for i in range(3):
+            self.go(i, 0)
+        assert [self.call(i, 0) for i in range(3)] == [(0, "ok")] * 3
+
+    def start_process(self, i, me):
+        """Host i's training process is a new STEPPER, named me."""
+        log = self.c.rank_logs[i]
+        self.since[i] = os.path.getsize(log) if os.path.exists(log) else 0
+        self.c.start_command(i, [sys.executable, "-c", STEPPER, self.d, me])
+
+    def go(self, me, k):
+        with open(os.path.join(self.d, f"go-{me}-{k}"), "w"):
             pass
 
-    def wait_call(i, k, timeout=30):
+    def call(self, i, k, timeout=30):
+        """Host i's process's call k: (code, message)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for line in c.rank_output(i).splitlines():
+            for line in self.c.rank_output(i)[self.since[i]:].splitlines():
                 if line.startswith(f"call {k} "):
                     _, _, rc, text = line.split(" ", 3)
                     return int(rc), text
             time.sleep(0.02)
         raise AssertionError(f"process {i} made no call {k} in {timeout} s:\n"
-                             + c.rank_output(i) + "\n".join(c.tail(h, 30) for h in range(3)))
+                             + self.c.rank_output(i)
+                             + "\n".join(self.c.tail(h, 30) for h in range(3)))
 
-    def wait_log(i, text, timeout=30):
+    def made(self, i, k):
+        return f"call {k} " in self.c.rank_output(i)[self.since[i]:]
+
+    def wait_log(self, i, text, timeout=30):
         deadline = time.monotonic() + timeout
-        while text not in c.tail(i, 200):
-            assert time.monotonic() < deadline, f"h{i} never logged {text!r}:\n" + c.tail(i, 40)
+        while text not in self.c.tail(i, 200):
+            assert time.monotonic() < deadline, (
+                f"h{i} never logged {text!r}:\n" + self.c.tail(i, 40))
             time.sleep(0.02)
 
+    def logged(self, i, text):
+        return self.c.tail(i, 10000).count(text)
+
+    def stop(self):
+        bad = self.c.stop_all()
+        assert not bad, "daemons that did not exit cleanly:\n" + "\n".join(
+            self.c.tail(i) for i in bad)
+
+
+@pytest.fixture
+def steppers(tmp_path):
+    s = Steppers(tmp_path)
     try:
-        c.start_all()
-        for i in range(3):
-            c.start_command(i, [sys.executable, "-c", STEPPER, d, str(i)])
-        for i in range(3):
-            go(i, 0)
-        assert all(wait_call(i, 0)[0] == 0 for i in range(3))
-        c.kill(2)
-        wait_log(0, "ring resized to 2 hosts")
-        for i in (0, 1):
-            go(i, 1)
-        calls[1] = [wait_call(i, 1) for i in (0, 1)]
-        assert calls[1][0] == calls[1][1] and calls[1][0][0] == RINGD_ERESIZED, calls[1]
-        for i in (0, 1):
-            go(i, 2)
-        assert [wait_call(i, 2)[0] for i in (0, 1)] == [0, 0]
-        # h2 is back, its rank not yet: the ring takes it back and waits.
-        c.start(2)
-        wait_log(0, "ring resized to 3 hosts")
-        wait_log(0, "rank 2 on host h2 is not connected")
-        go(0, 3)
-        time.sleep(0.5)
-        assert "call 3 " not in c.rank_output(0), "rank 0's call did not wait for the ring"
-        c.start_command(2, [sys.executable, "-c", STEPPER, d, "2b"])
-        wait_log(0, "ring formed: 3 hosts")
-        first = wait_call(0, 3)
-        go(1, 3)
-        second = wait_call(1, 3)
-        assert first == second, f"one call, two outcomes:\n  rank 0: {first}\n  rank 1: {second}"
-        assert first[0] == RINGD_ERESIZED and "back: h2" in first[1], first
+        yield s
     finally:
-        bad = c.stop_all()
-        assert not bad, "daemons that did not exit cleanly:\n" + "\n".join(c.tail(i) for i in bad)
+        s.stop()
+
+
+def test_a_resize_the_ring_waits_in_fails_calls_alike_made_before_or_after_it(steppers):
+    """h2 comes back without its rank: the confirmation that takes it back
+    ("back: h2") is the resize, although the ring waits for rank 2. Rank
+    0's call 3, made before it and running on h0 (rank 1 has not made its
+    call 3 yet), fails with the resize's words at once; rank 1's call 3,
+    made after it, fails alike, for the old membership; call 4 waits for
+    rank 2 and runs on three hosts. (Was: rank 0's call 3 failed with the
+    break that let h2 back in, "ring broken: host h0 lost its link from h1
+    ...: h2, nearer on the ring, connected", and rank 1's with the resize,
+    once the ring was ready: one call, two outcomes. Found by
+    test_a_daemon_restarted_while_the_others_close_over_it at -j2.)"""
+    s = steppers
+    s.start()
+    s.c.kill(2)
+    s.wait_log(0, "ring resized to 2 hosts")
+    for i in (0, 1):
+        s.go(i, 1)
+    first = [s.call(i, 1) for i in (0, 1)]
+    assert first[0] == first[1] and first[0][0] == RINGD_ERESIZED, first
+    for i in (0, 1):
+        s.go(i, 2)
+    assert [s.call(i, 2)[0] for i in (0, 1)] == [0, 0]
+    # Rank 0's call 3 runs on h0 and waits for rank 1's.
+    s.go(0, 3)
+    time.sleep(0.3)
+    assert not s.made(0, 3), "rank 0's call 3 ran without rank 1"
+    # h2 is back, its rank not yet: the ring takes it back and waits.
+    formed = s.logged(0, "ring formed: 3 hosts")
+    s.c.start(2)
+    s.wait_log(0, "ring resized to 3 hosts")
+    s.wait_log(0, "rank 2 on host h2 is not connected")
+    first = s.call(0, 3, timeout=5)
+    assert first == (RINGD_ERESIZED, "RINGD_ERESIZED: allreduce failed: "
+                     "ring resized to 3 hosts (3 ranks): back: h2"), first
+    assert s.logged(0, "ring formed: 3 hosts") == formed, (
+        "rank 0's call 3 was answered only once the ring was ready")
+    s.go(1, 3)
+    second = s.call(1, 3)
+    assert first == second, f"one call, two outcomes:\n  rank 0: {first}\n  rank 1: {second}"
+    # The next call is the new ring's first on every rank, rank 2's
+    # newcomer included.
+    for i in (0, 1):
+        s.go(i, 4)
+    time.sleep(0.3)
+    assert not s.made(0, 4), "call 4 ran without rank 2"
+    s.start_process(2, "2b")
+    s.go("2b", 0)
+    s.wait_log(0, "ring formed: 3 hosts")
+    assert [s.call(0, 4), s.call(1, 4), s.call(2, 0)] == [(0, "ok")] * 3
+
+
+def test_a_call_made_for_a_membership_two_resizes_ago_fails_with_the_first(steppers):
+    """Two resizes in a row: h2 is closed over (the first), then comes back
+    (the second). Rank 0's call 1, made while h2 was being closed over,
+    fails with the first. Rank 1 makes its call 1 only after the second,
+    for the membership before both: it fails with the first too, and its
+    RESULT tells it of the ring of two, so that its call 2 fails with the
+    second, as rank 0's does. Every rank then makes its first call on the
+    ring of three as its call 3. (Was: rank 1's call 1 failed with the
+    second resize and its call 2 ran, paired with rank 0's call 3, while
+    rank 0's call 2 failed: found by
+    test_a_daemon_restarted_while_the_others_close_over_it at -j2.)"""
+    s = steppers
+    s.start()
+    # h2's daemon dies; its process, which makes no call, is no rank any more.
+    s.c.daemons[2].kill()
+    s.c.daemons[2].wait(timeout=20)
+    s.c.ranks[2].kill()
+    s.c.ranks[2].wait(timeout=20)
+    s.go(0, 1)
+    one = s.call(0, 1)
+    assert one == (RINGD_ERESIZED, "RINGD_ERESIZED: allreduce failed: ring resized to 2 hosts "
+                   "(2 ranks): h2 unreachable for 2 s (connection refused)"), one
+    resizes = s.logged(0, "ring resized to")
+    s.c.start(2)
+    s.start_process(2, "2b")
+    s.wait_log(0, "ring formed: 3 hosts")
+    assert s.logged(0, "ring resized to") == resizes + 1
+    s.go(1, 1)
+    assert s.call(1, 1) == one
+    for i in (0, 1):
+        s.go(i, 2)
+    two = [s.call(i, 2) for i in (0, 1)]
+    assert two[0] == two[1] == (RINGD_ERESIZED, "RINGD_ERESIZED: allreduce failed: "
+                                "ring resized to 3 hosts (3 ranks): back: h2"), two
+    for i in (0, 1):
+        s.go(i, 3)
+    s.go("2b", 0)
+    assert [s.call(0, 3), s.call(1, 3), s.call(2, 0)] == [(0, "ok")] * 3
