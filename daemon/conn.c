@@ -207,7 +207,22 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         uv_read_stop(s);
         return;
     }
-    c->last_read = uv_now(s->loop);
+    uint64_t now = uv_now(s->loop);
+    if (nread > 0 && c->silence_ms && now - c->last_read >= c->silence_ms) {
+        /* The heartbeat would have closed this link before these bytes came,
+         * had this process run: it was stalled (SIGSTOP, a paused VM), and
+         * its neighbours have closed the link and gone on without it. What
+         * was sent to it meanwhile (COMMITs) is of a ring that has given up
+         * on it: acting on it would answer what the others failed. */
+        char why[200];
+        snprintf(why, sizeof why,
+                 "nothing received for %.1f s (heartbeat_timeout) before these bytes: this "
+                 "host was stalled (frozen, paused or starved of CPU)",
+                 (double)(now - c->last_read) / 1000);
+        conn_close(self, why);
+        return;
+    }
+    c->last_read = now;
     if (nread < 0) {
         conn_close(self, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
         return;

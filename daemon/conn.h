@@ -57,6 +57,7 @@ struct conn {
     int closing;
     char peer[64];      /* printable remote address */
     uint64_t last_read; /* uv_now() of the last bytes read: heartbeat_timeout */
+    uint64_t silence_ms; /* a link: silent this long, it is dead (heartbeat_timeout); 0: none */
     reader rd;          /* stream 0 (or a lone conn): the frames read */
     hs_state hs;        /* its handshake */
     int welcomed;       /* connector: the acceptor accepted it */

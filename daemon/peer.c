@@ -107,6 +107,7 @@ static void link_up(peer *p)
     p->error[0] = '\0';
     p->refused = 0;
     snprintf(p->address, sizeof p->address, "%s", c->peer);
+    c->silence_ms = p->env.cfg->heartbeat_timeout_ms;
     if (p->role == PEER_CONNECTOR) {
         p->backoff_ms = p->env.cfg->backoff_initial_ms;
         log_ratelimit_reset(&p->connect_rl);
@@ -466,6 +467,7 @@ void peer_heartbeat(peer *p, uint64_t now)
     conn *c = p->c;
     if (!c || c->closing || p->state != LINK_UP) return;
     uint64_t silent = now - c->last_read;
+    c->silence_ms = p->env.cfg->heartbeat_timeout_ms; /* a reload may change it */
     if (!reader_paused(&c->rd) && silent >= p->env.cfg->heartbeat_timeout_ms) {
         char why[200];
         snprintf(why, sizeof why,

@@ -292,7 +292,11 @@ class Steppers:
         """Host i's training process is a new STEPPER, named me."""
         log = self.c.rank_logs[i]
         self.since[i] = os.path.getsize(log) if os.path.exists(log) else 0
-        self.c.start_command(i, [sys.executable, "-c", STEPPER, self.d, me])
+        env = dict(os.environ)
+        if os.environ.get("RINGD_PYTHON_PRELOAD"):  # a sanitized libringd (CMakeLists.txt)
+            env["LD_PRELOAD"] = os.environ["RINGD_PYTHON_PRELOAD"]
+            env["ASAN_OPTIONS"] = "detect_leaks=0:halt_on_error=1:abort_on_error=0"
+        self.c.start_command(i, [sys.executable, "-c", STEPPER, self.d, me], env)
 
     def go(self, me, k):
         with open(os.path.join(self.d, f"go-{me}-{k}"), "w"):
