@@ -42,17 +42,17 @@ typedef struct {
 
 typedef struct engine engine;
 
-/* The hosts collectives run on now, for numbering ranks: the configured
- * ones, or in an elastic ring those of its current membership. */
 /* A resize of an elastic ring, as this host settled it. */
 typedef struct {
     uint32_t from, to;                /* the membership epochs it ended and began */
-    uint64_t members;                 /* the hosts of the one it began (bit i: configured host i) */
+    int first_rank, ranks;            /* this host's first rank in the one it began, its ranks */
     char why[FRAME_MAX_WAITING + 64]; /* its words: "ring resized to 4 hosts (4 ranks): ..." */
 } engine_resize;
 
 #define ENGINE_RESIZES_KEPT 8
 
+/* The hosts collectives run on now, for numbering ranks: the configured
+ * ones, or in an elastic ring those of its current membership. */
 typedef struct {
     const cfg *hosts;       /* hosts and n_hosts in ring order; read nothing else of it */
     int me;                 /* this host in it */

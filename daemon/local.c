@@ -94,21 +94,15 @@ static void resize_trailer(const session *s, msg_result *r, uint32_t made_for)
     engine_view v;
     engine_get_view(s->owner->engine, &v);
     const engine_resize *z = engine_resize_after(&v, made_for);
-    if (!z || z->to == v.members_epoch) {
+    if (z) {
+        r->members_epoch = z->to;
+        r->rank = z->first_rank + s->local_rank;
+        r->size = z->ranks;
+    } else {
         r->members_epoch = v.members_epoch;
         r->rank = cfg_first_rank(v.hosts, (size_t)v.me) + s->local_rank;
         r->size = cfg_total_ranks(v.hosts);
-        return;
     }
-    const cfg *c = s->owner->cfg;
-    int size = 0;
-    for (size_t h = 0; h < c->n_hosts; h++) {
-        if (h < 64 && !(z->members >> h & 1)) continue;
-        if ((int)h == s->owner->me) r->rank = size + s->local_rank;
-        size += c->hosts[h].local_clients;
-    }
-    r->members_epoch = z->to;
-    r->size = size;
 }
 
 /* Sends a RESULT now; made_for as resize_trailer() says. */

@@ -226,8 +226,8 @@ void ring_on_epoch(void *data, const links_event *ev)
     ring_advance(r);
 }
 
-/* Keeps the resize from membership from to c's, in words why. */
-static void remember_resize(ring *r, uint32_t from, const frame_epoch *c, const char *why)
+/* Keeps the resize from membership from to the view just set, in words why. */
+static void remember_resize(ring *r, uint32_t from, const char *why)
 {
     if (r->n_resizes == ENGINE_RESIZES_KEPT) {
         memmove(r->resizes, r->resizes + 1, (ENGINE_RESIZES_KEPT - 1) * sizeof r->resizes[0]);
@@ -235,8 +235,9 @@ static void remember_resize(ring *r, uint32_t from, const frame_epoch *c, const 
     }
     engine_resize *z = &r->resizes[r->n_resizes++];
     z->from = from;
-    z->to = c->members_epoch;
-    z->members = c->members;
+    z->to = r->members_epoch;
+    z->first_rank = cfg_first_rank(&r->view, (size_t)r->me);
+    z->ranks = cfg_total_ranks(&r->view);
     snprintf(z->why, sizeof z->why, "%s", why);
 }
 
@@ -290,7 +291,7 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
             snprintf(why, sizeof why, "ring resized to %d hosts (this host missed the resize)",
                      __builtin_popcountll(c->members));
         v.reason = why;
-        if (r->members_epoch != was) remember_resize(r, was, c, why);
+        if (r->members_epoch != was) remember_resize(r, was, why);
     }
     jobs_settle(&r->q, &v);
     /* Nothing made for the old membership runs on the new one (after a
