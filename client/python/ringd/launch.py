@@ -123,15 +123,21 @@ def free_ports(n):
     (bound together, then released)."""
     lo, hi = _port_window()
     rng = random.SystemRandom()
-    socks = []
+    socks, taken = [], set()
     try:
         for _ in range(n):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             socks.append(s)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             for _ in range(200):
+                # Two sockets with SO_REUSEADDR, neither listening, may
+                # bind one port: the set keeps them distinct.
+                port = rng.randint(lo, hi)
+                if port in taken:
+                    continue
                 try:
-                    s.bind(("127.0.0.1", rng.randint(lo, hi)))
+                    s.bind(("127.0.0.1", port))
+                    taken.add(port)
                     break
                 except OSError:
                     continue
