@@ -205,7 +205,13 @@ static void settle(links *l, const frame_epoch *c, int sent)
     else if (!ready)
         log_info("ring epoch %u: not ready until every local rank of every host is connected: %s",
                  l->ep.epoch, c->waiting);
-    l->cb.on_settle(l->data, c, ready && sent ? LINKS_READY : LINKS_WAITING);
+    /* Fewer than min_hosts: the hosts this lap closed over may be a ring of
+     * min_hosts that has settled the epoch otherwise (a split network), so
+     * this side's verdict is no one's. What it held waits for theirs, which
+     * the lap that takes it back carries (prior), or ends "outcome unknown"
+     * at its deadline. */
+    int below = l->elastic && c->members && __builtin_popcountll(c->members) < l->cfg->min_hosts;
+    l->cb.on_settle(l->data, c, below ? LINKS_BELOW : ready && sent ? LINKS_READY : LINKS_WAITING);
     if (l->form_due && l->ep.phase == RING_WAITING)
         form_now(l);
     else

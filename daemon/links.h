@@ -39,6 +39,8 @@ typedef enum {
     LINKS_READY,   /* settled, and the ring is ready in confirm->epoch */
     LINKS_PASSED,  /* a confirmation this host missed: the ring was ready in confirm->epoch,
                       which has ended since; another settles it next */
+    LINKS_BELOW,   /* a ring of fewer than min_hosts hosts: it waits, and settles nothing
+                      (the hosts it closed over may have settled it otherwise) */
 } links_settled;
 
 typedef struct {

@@ -245,6 +245,17 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
 {
     ring *r = data;
     int ready = how == LINKS_READY, passed = how == LINKS_PASSED;
+    /* A rank that left is not waited for once its host is out of the ring
+     * (the ring may not run yet: fewer than min_hosts hosts). */
+    if (c->members && c->members != r->members) r->gone = 0;
+    if (how == LINKS_BELOW) {
+        /* A verdict of the minority side of a split: neither its membership
+         * nor its failures are the ring's (links.c, settle()). */
+        log_debug("epoch %u: a ring of %d hosts, fewer than min_hosts: nothing settled", c->epoch,
+                  __builtin_popcountll(c->members));
+        ring_advance(r);
+        return;
+    }
     /* A new membership: the ring is made of the confirmation's hosts, and
      * what it settles failed with the resize, on every host alike; also
      * when the ring waits (for a rank, or for min_hosts). Every host on the
@@ -253,9 +264,6 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
      * this confirmation settles must too: a host whose rank made call k
      * before it and one whose rank makes call k after it answer alike. */
     int resized = c->members && c->members_epoch != r->members_epoch;
-    /* A rank that left is not waited for once its host is out of the ring
-     * (the ring may not run yet: fewer than min_hosts hosts). */
-    if (c->members && c->members != r->members) r->gone = 0;
     uint32_t was = r->members_epoch;
     /* A ring that closed over this host (a confirmation it missed): its
      * verdict applies here, its hosts do not; the next one's do. */
