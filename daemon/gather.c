@@ -767,10 +767,13 @@ static void start_epoch(gather *g, const job_verdict *v, uint64_t cut)
  * rank's next collective is the next ready epoch's first, at high. */
 static void resize(gather *g, const job_verdict *v)
 {
+    /* Numbered for an epoch whose verdict went round without this host:
+     * the others ended them in words never heard here ("outcome unknown"). */
+    uint32_t in = job_verdict_unheard(v, g->epoch) ? g->epoch : 0;
     while (g->aside) {
         coll *c = g->aside;
         g->aside = c->next;
-        answer_by(g, c, v, 0, 0);
+        answer_by(g, c, v, in, c->index - g->base);
     }
     for (coll **p = &g->colls; *p;) {
         coll *c = *p;
@@ -780,7 +783,7 @@ static void resize(gather *g, const job_verdict *v)
         }
         *p = c->next;
         g->n_colls--;
-        answer_by(g, c, v, 0, 0);
+        answer_by(g, c, v, in, c->index - g->base);
     }
     uint64_t start = g->high;
     if (g->next_index > start) start = g->next_index;

@@ -240,9 +240,26 @@ void jobs_confirm(jobs *q, uint32_t epoch, uint64_t upto)
         release(q);
 }
 
+int job_verdict_unheard(const job_verdict *v, uint32_t epoch)
+{
+    return epoch && v->epoch && epoch < v->epoch;
+}
+
 int job_verdict_apply(const job_verdict *v, const char *label, uint32_t epoch, uint64_t seq,
                       char *out, size_t len)
 {
+    if (job_verdict_unheard(v, epoch)) {
+        /* The verdict that settled epoch went round while this host was
+         * out of the ring (cut off, frozen) and this one settles a later
+         * epoch: the others ended the collective with words never heard
+         * here, and may have had it succeed. */
+        snprintf(out, len,
+                 "%s #%" PRIu64 " failed: outcome unknown: this host was out of the ring while "
+                 "the others settled it (it ran in epoch %" PRIu32 ", the ring has settled epoch "
+                 "%" PRIu32 " since); restart the training step from a checkpoint on every rank",
+                 label, seq, epoch, v->epoch);
+        return RINGD_ERING;
+    }
     int same = v->epoch && epoch == v->epoch;
     if (same && seq < v->done) return 0;
     if (same && seq == v->fail_seq && v->own)

@@ -239,9 +239,14 @@ typedef struct {
     int resized;
 } job_verdict;
 
+/* Whether v settles an epoch after `epoch` (nonzero), the one a collective
+ * of this host ran in or was numbered for: the verdict of its own epoch
+ * went round without this host, which cannot tell how it ended. */
+int job_verdict_unheard(const job_verdict *v, uint32_t epoch);
 /* What verdict v says of the collective labelled label, number seq of epoch
  * (a number it would have had, for one that never started): 0 if it
- * succeeded, else its code, with its message in out. */
+ * succeeded, else its code, with its message in out; "outcome unknown"
+ * (RINGD_ERING) where v is unheard of that epoch. */
 int job_verdict_apply(const job_verdict *v, const char *label, uint32_t epoch, uint64_t seq,
                       char *out, size_t len);
 

@@ -296,6 +296,53 @@ Test(gather, a_host_that_missed_a_confirm_starts_the_next_epoch_where_the_others
 }
 
 /*
+ * A host cut off from the ring while the others settled its epoch (7) and
+ * then ran another (8): the lap that takes it back settles 8, resized, and
+ * says nothing of 7. Rank 0's call of epoch 7, set aside at the reset while
+ * rank 1 had not submitted it, ended on the other hosts in words this host
+ * never heard: "outcome unknown", never the words of the resize that took
+ * it back. A host that heard 7's verdict answers with the resize's.
+ */
+static const reply *call_across_a_resize(uint32_t settles)
+{
+    int s0;
+    region_set set0 = {0};
+    region *reg0 = shared_region(&set0, 1);
+    gather_pos p0 = {0}, p1 = {0};
+    gather_join(g, &p0);
+    gather_join(g, &p1);
+    job_verdict v = verdict(0, 0, 0, 7, 1, 0);
+    gather_settled(g, &v);
+    msg_collective m = allreduce(60000);
+    gather_submit(g, &s0, 0, &p0, 1, reg0, reg0->base, &m);
+    gather_reset(g);
+    v = verdict(settles, 0, 1, 9, 1, 0);
+    v.code = RINGD_ERESIZED;
+    v.reason = "ring resized to 3 hosts (3 ranks): back: h1";
+    v.resized = 1;
+    gather_settled(g, &v);
+    regions_clear(&set0);
+    return reply_to(&s0, 1);
+}
+
+Test(gather, a_call_of_an_epoch_whose_verdict_went_round_without_this_host_is_outcome_unknown)
+{
+    const reply *r = call_across_a_resize(8);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->status, RINGD_ERING, "%s: %s", ringd_errname(r->status), r->text);
+    cr_assert(strstr(r->text, "outcome unknown: this host was out of the ring"), "%s", r->text);
+    cr_assert_null(strstr(r->text, "resized"), "%s", r->text);
+}
+
+Test(gather, a_call_of_the_epoch_a_resize_settles_fails_with_the_resize)
+{
+    const reply *r = call_across_a_resize(7);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->status, RINGD_ERESIZED, "%s: %s", ringd_errname(r->status), r->text);
+    cr_assert_str_eq(r->text, "allreduce failed: ring resized to 3 hosts (3 ranks): back: h1");
+}
+
+/*
  * The mixed sum the stress test found next (an OK result holding nothing
  * but the rank's own input). A rank's call times out while the ring waits
  * for the other local rank to connect, and keeps its place, failed; the

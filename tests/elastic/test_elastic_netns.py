@@ -2,13 +2,14 @@
 ($TESTBED, made by test_elastic_netns.sh), cut into 2 and 3. The 3 go on,
 the 2 wait ("only 2 of 5 hosts reachable"); never do both sides run. Once
 the network heals, all 5 run again by themselves. Every sum is checked,
-and the run against a replay of its membership schedule."""
+the run against a replay of its membership schedule, and every call's
+outcome against the other ranks' (cluster.py, check_calls())."""
 
 import os
 import subprocess
 import time
 
-from cluster import Cluster, now_ms
+from cluster import Cluster, RankLog, check_calls, now_ms
 
 TESTBED = os.environ["TESTBED"]
 BR = f"{TESTBED}-br"
@@ -27,7 +28,8 @@ def ip_br(*args):
 
 def split(side):
     """Moves the switch ports of the hosts in side to a switch of their own."""
-    subprocess.run(["ip", "-n", BR, "link", "add", "br1", "type", "bridge"], check=False)
+    subprocess.run(["ip", "-n", BR, "link", "add", "br1", "type", "bridge"], check=False,
+                   stderr=subprocess.DEVNULL)  # there already: a second split
     ip_br("link", "set", "br1", "up")
     for h in side:
         ip_br("link", "set", f"h{h}", "master", "br1")
@@ -38,10 +40,37 @@ def heal(side):
         ip_br("link", "set", f"h{h}", "master", "br0")
 
 
-def test_a_split_network_runs_on_the_majority_only_and_heals(tmp_path):
+def five_hosts(tmp_path, config=CONFIG):
     addresses = [f"198.18.0.{i + 1}:7700" for i in range(5)]
-    c = Cluster(tmp_path, 5, CONFIG, addresses=addresses,
-                wrap=lambda i: ["ip", "netns", "exec", f"{TESTBED}-h{i}"])
+    return Cluster(tmp_path, 5, config, addresses=addresses,
+                   wrap=lambda i: ["ip", "netns", "exec", f"{TESTBED}-h{i}"])
+
+
+def heal_and_check(c, steps, side):
+    """Heals the split of side, waits for all 5 to run, checks the run and
+    every call's outcome; returns the rank logs and when the heal was."""
+    t_heal = now_ms()
+    heal(side)
+    e = c.wait_event(0, lambda e: e[1] == "ok" and int(e[2][2]) == 5, 60, t_heal)
+    print(f"heal to the first step of all 5: {(e[0] - t_heal) / 1000:.2f} s")
+    schedule = c.check_run(range(5), steps, timeout=180)
+    # The hosts cut off never ran a step on their own.
+    assert all(bin(m).count("1") >= 3 for m in schedule.values())
+    logs = [RankLog(c.rank_logs[i], i) for i in range(5)]
+    for log in logs:
+        log.update()
+    r = check_calls(logs, 3)
+    print("calls:", dict(r.counts), "exempt:", dict(r.exempt))
+    assert not r.violations, "\n".join(map(str, r.violations))
+    return logs, t_heal
+
+
+def test_a_split_network_runs_on_the_majority_only_and_heals(tmp_path, monkeypatch):
+    """The collective in flight when the network splits is failed alike on
+    both sides: the 2, which cannot know how the 3 ended it, do not settle
+    it with a lap of their own."""
+    monkeypatch.setenv("ELASTIC_RANK_MEMBERS", "1")
+    c = five_hosts(tmp_path)
     try:
         steps = 1200
         c.train(steps, until_step=30)
@@ -55,14 +84,40 @@ def test_a_split_network_runs_on_the_majority_only_and_heals(tmp_path):
         assert "only 2 of 5 hosts reachable" in " ".join(e[2]), e
         time.sleep(3 * EVICT_S)
 
-        t_heal = now_ms()
-        heal([0, 1])
-        e = c.wait_event(0, lambda e: e[1] == "ok" and int(e[2][2]) == 5, 60, t_heal)
-        print(f"heal to the first step of all 5: {(e[0] - t_heal) / 1000:.2f} s")
+        heal_and_check(c, steps, [0, 1])
+    finally:
+        bad = c.stop_all()
+        assert not bad, "\n".join(c.tail(i) for i in bad)
 
-        schedule = c.check_run(range(5), steps, timeout=180)
-        # The 2 never ran a step on their own.
-        assert all(bin(m).count("1") >= 3 for m in schedule.values())
+
+def test_a_call_held_by_a_host_cut_off_over_two_resizes_ends_alike(tmp_path, monkeypatch):
+    """h0 is cut off (the 4 others go on), then h1 (the 3 left go on; h0
+    and h1, a ring of 2, wait). h0 still holds the call it was in when the
+    network heals (collective_timeout is long), and the lap that takes both
+    back settles the 3's epoch: h1 was in the one before it, and takes its
+    verdict from the lap (prior); h0 was in none of them, cannot tell how
+    the others ended its call, and answers "outcome unknown", never the
+    words of the resize that took it back. (Was: "ring resized to 5 hosts"
+    on h0, "ring resized to 4 hosts" on the others, for one call.)"""
+    monkeypatch.setenv("ELASTIC_RANK_MEMBERS", "1")
+    config = CONFIG.replace("collective_timeout: 6s", "collective_timeout: 60s")
+    c = five_hosts(tmp_path, config)
+    try:
+        steps = 1200
+        c.train(steps, until_step=30)
+
+        t_cut = now_ms()
+        split([0])
+        c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 4, 40, t_cut)
+        t_second = now_ms()
+        split([1])
+        c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 3, 40, t_second)
+        # h0's held call ends at its deadline, 60 s after the first cut.
+        assert now_ms() - t_cut < 45000, "too slow: h0's held call may have expired"
+
+        logs, t_heal = heal_and_check(c, steps, [0, 1])
+        held = [x for x in logs[0].procs[0].calls if x.t >= t_heal and "outcome unknown" in x.text]
+        assert held, "h0's held call did not end \"outcome unknown\" at the heal"
     finally:
         bad = c.stop_all()
         assert not bad, "\n".join(c.tail(i) for i in bad)
