@@ -38,6 +38,13 @@ struct listener {
     int listening;
     pending *pending;
     int n_pending;
+    /* A connection closed here is freed two loop turns later (conn.c);
+     * accepts go on while the backlog refills, so a turn takes at most
+     * LISTENER_ACCEPT_BURST: a flood cannot pile up closing ones. */
+    uv_idle_t turn;
+    int accepted; /* this turn */
+    int deferred; /* a connection waits in libuv for the next turn */
+    int open_handles;
     log_ratelimit refuse_rl, drop_rl;
     /* Addresses of the hosts that may connect here, resolved at start. */
     struct sockaddr_storage *allowed;
@@ -336,10 +343,28 @@ static int admit(listener *l, pending *p)
     return 1;
 }
 
+static void on_connection(uv_stream_t *server, int status);
+
+static void on_turn(uv_idle_t *h)
+{
+    listener *l = h->data;
+    l->accepted = 0;
+    uv_idle_stop(h);
+    if (l->deferred) {
+        l->deferred = 0;
+        on_connection((uv_stream_t *)&l->tcp, 0); /* libuv polls again once it is accepted */
+    }
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     listener *l = server->data;
     if (status < 0 || l->env.lt->closing) return;
+    if (l->accepted == LISTENER_ACCEPT_BURST) {
+        l->deferred = 1; /* not accepted: libuv stops polling the port until it is */
+        return;
+    }
+    if (l->accepted++ == 0) uv_idle_start(&l->turn, on_turn);
     pending *p = calloc(1, sizeof *p);
     conn *c = p ? conn_new(l->env.loop, l->env.lt, &pending_ops, p, on_pending_closed) : NULL;
     if (!c) {
@@ -414,6 +439,8 @@ int listener_start(listener *l, char *err, size_t errlen)
     resolve_allowed(l);
     uv_tcp_init(l->env.loop, &l->tcp);
     l->tcp.data = l;
+    uv_idle_init(l->env.loop, &l->turn);
+    l->turn.data = l;
     l->listening = 1;
     lifetime_hold(l->env.lt);
     rc = uv_tcp_bind(&l->tcp, res->ai_addr, 0);
@@ -430,6 +457,7 @@ int listener_start(listener *l, char *err, size_t errlen)
 static void on_closed(uv_handle_t *h)
 {
     listener *l = h->data;
+    if (--l->open_handles > 0) return;
     lifetime *lt = l->env.lt;
     free(l->allowed);
     free(l);
@@ -441,7 +469,9 @@ void listener_close(listener *l)
     while (l->pending)
         conn_close(l->pending->c, "shutting down");
     if (l->listening) {
+        l->open_handles = 2;
         uv_close((uv_handle_t *)&l->tcp, on_closed);
+        uv_close((uv_handle_t *)&l->turn, on_closed);
     } else {
         free(l->allowed);
         free(l);

@@ -30,6 +30,7 @@
 #define LISTENER_MAX_PENDING 16
 #define LISTENER_PER_SOURCE 4 /* pending connections of one source address */
 #define LISTENER_HELLO_MS 2000 /* from accept to a complete HELLO */
+#define LISTENER_ACCEPT_BURST 32 /* connections accepted in one loop turn */
 
 typedef struct listener listener;
 
