@@ -250,6 +250,9 @@ epoch_action epochs_receive(epochs *e, frame_epoch *f)
     if (f->epoch != e->epoch) return EPOCH_DROP;
     /* Our lap came back: every link carried it. */
     if ((f->phase == EPOCH_FORM || f->phase == EPOCH_RESET) && mine) return EPOCH_CAME_ROUND;
+    /* A FORM that a link coming up started before this BREAK, of an older
+     * epoch, was dropped on the way: nothing else would form the ring. */
+    if (f->phase == EPOCH_BREAK && mine && e->phase == RING_BROKEN) return EPOCH_BREAK_ROUND;
     if (f->phase == EPOCH_CONFIRM && !mine && e->phase == RING_FORMING) return EPOCH_CONFIRMED;
     return EPOCH_DROP;
 }

@@ -97,12 +97,14 @@ typedef struct {
 
 /* What to do with an EPOCH frame that arrived from the left. */
 typedef enum {
-    EPOCH_DROP,       /* older than what this host knows, or a CONFIRM never proposed here */
-    EPOCH_BROKE,      /* adopted a BREAK: fail everything submitted; pass the frame on */
-    EPOCH_RESETTING,  /* adopted a RESET: fail everything not confirmed; fold, pass it on */
-    EPOCH_REFORMING,  /* adopted a FORM: fail what runs; fold, pass it on */
-    EPOCH_CAME_ROUND, /* this host's RESET or FORM came back: send the CONFIRM */
-    EPOCH_CONFIRMED,  /* a CONFIRM of this epoch: pass it on, then settle */
+    EPOCH_DROP,        /* older than what this host knows, or a CONFIRM never proposed here */
+    EPOCH_BROKE,       /* adopted a BREAK: fail everything submitted; pass the frame on */
+    EPOCH_RESETTING,   /* adopted a RESET: fail everything not confirmed; fold, pass it on */
+    EPOCH_REFORMING,   /* adopted a FORM: fail what runs; fold, pass it on */
+    EPOCH_CAME_ROUND,  /* this host's RESET or FORM came back: send the CONFIRM */
+    EPOCH_BREAK_ROUND, /* this host's BREAK came back: every link is up, and no lap
+                          newer than it is going round; start a FORM */
+    EPOCH_CONFIRMED,   /* a CONFIRM of this epoch: pass it on, then settle */
 } epoch_action;
 
 /* Epoch 1, broken: a host starts with no links. */

@@ -519,6 +519,10 @@ static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
     case EPOCH_CONFIRMED:
         settle(l, &e, send_epoch(l, &e) == 0);
         break;
+    case EPOCH_BREAK_ROUND:
+        log_info("ring epoch %u: the break came round: every link is up", l->ep.epoch);
+        if (peer_state(l->right) == LINK_UP) start_lap(l, EPOCH_FORM, 0, NULL);
+        break;
     case EPOCH_DROP:
         break;
     }

@@ -197,6 +197,8 @@ static void settle(ring_sim *r, int h, const frame_epoch *c)
     r->n_settled[h]++;
 }
 
+static void lap(ring_sim *r, int h, epoch_phase phase);
+
 /* Delivers one frame on the link from host `from`; returns 0 if none. */
 static int deliver(ring_sim *r, int from)
 {
@@ -219,6 +221,9 @@ static int deliver(ring_sim *r, int from)
         settle(r, to, &c);
         break;
     }
+    case EPOCH_BREAK_ROUND:
+        lap(r, to, EPOCH_FORM);
+        break;
     case EPOCH_DROP:
         break;
     }
@@ -327,6 +332,37 @@ Test(epoch, a_break_reaches_every_host_up_to_the_next_break_and_the_ring_re_form
         lap(&r, 0, EPOCH_FORM);
         run(&r, 11);
         assert_all_ready_in_one_epoch(&r);
+    }
+}
+
+/*
+ * Nemesis finding 4 (tests/FAULTS.md): host 1 cannot reach host 2 and
+ * connects to host 3 (an asymmetric cut), which drops its link from host 2
+ * for it. Host 1's right link came up first: its FORM is of an older epoch
+ * than the BREAK host 3 starts as it drops host 2, and is dropped on the
+ * way. Every link of the ring 0 -> 1 -> 3 -> 0 is up; the BREAK coming
+ * round to host 3 is what says so, and host 3 forms the ring.
+ */
+Test(epoch, a_break_that_comes_round_to_its_host_forms_the_ring)
+{
+    ring_sim r;
+    start_ring(&r, 4);
+    assert_all_ready_in_one_epoch(&r);
+    r.out = BIT(2);
+    frame_epoch form;
+    uint32_t f = epochs_start(&r.h[1], EPOCH_FORM, &form);
+    epochs_raise(&r.h[3], f); /* host 1's HELLO */
+    uint32_t b = epochs_start(&r.h[3], EPOCH_BREAK, NULL);
+    cr_assert_gt(b, f);
+    send_right(&r, 1, form);
+    send_right(&r, 3, frame(b, 3, EPOCH_BREAK));
+    deliver(&r, 1); /* host 1's FORM reaches host 3, in epoch b: dropped */
+    cr_assert_eq(r.h[3].epoch, b);
+    run(&r, 5);
+    for (int h = 0; h < 4; h++) {
+        if (h == 2) continue;
+        cr_assert(epochs_ready(&r.h[h]), "host %d is not ready: nothing formed the ring", h);
+        cr_assert_eq(r.h[h].epoch, r.h[3].epoch);
     }
 }
 
