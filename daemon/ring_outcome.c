@@ -258,7 +258,7 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
     }
     /* A new membership: the ring is made of the confirmation's hosts, and
      * what it settles failed with the resize, on every host alike; also
-     * when the ring waits (for a rank, or for min_hosts). Every host on the
+     * when the ring waits for a rank (not for min_hosts: above). Every host on the
      * lap takes the membership now, and a call made for the old one fails
      * at once with the resize's words (local_requests.c), so the calls
      * this confirmation settles must too: a host whose rank made call k
