@@ -2,7 +2,8 @@
 
 The split itself (split(), pure) against its rules; then 3 ranks on a ring of
 3 real daemons, rank 2 twice as slow per row (a sleep per step, proportional
-to its rows, so that the machine's own load matters little): every step's
+to its rows; the balancer's clock counts exactly that compute, so that the
+machine's own load cannot move the shares): every step's
 combined gradient is the global batch's mean gradient, replicas stay the
 same bits, the shares settle within 3 re-splits, a balanced step takes at
 most 0.75 of an equal one, and the daemons show the split in ringctl status.
@@ -143,7 +144,10 @@ def rank_train(c, every, steps):
     x, y = data(steps)
     w = np.zeros(FEATURES)
     grad = c.empty(FEATURES, np.float64)
-    bal = balance.Balancer(c, B, every=every)
+    # The balancer's clock is the compute the step simulates, exactly: the
+    # shares it computes do not depend on how the machine slept.
+    compute_ns = [0]
+    bal = balance.Balancer(c, B, every=every, clock=lambda: compute_ns[0])
     per_row = DELAY * (2 if c.rank == SLOW else 1)
     times, errors, grads = [], [], []
     c.barrier()
@@ -152,6 +156,7 @@ def rank_train(c, every, steps):
         lo, hi = bal.slice()
         xs, ys = x[s * B + lo : s * B + hi], y[s * B + lo : s * B + hi]
         time.sleep(per_row * (hi - lo))
+        compute_ns[0] += round(per_row * (hi - lo) * 1e9)
         grad[:] = mean_gradient(xs, ys, w)
         bal.done()
         c.allreduce(grad, op="wmean", weight=bal.weight, name="grad")

@@ -173,11 +173,14 @@ class Balancer:
     changes by more than this fraction of itself per agreement. report:
     tell the daemon each split (ringctl status). timeout: of the
     agreement's allgather (default the daemon's collective_timeout).
+    clock: what a step's compute time is read from, in nanoseconds
+    (default time.perf_counter_ns; e.g. a device's own timer).
     Every rank must create its Balancer with the same arguments and call
     slice() and done() once per step."""
 
     def __init__(self, conn, global_batch, every=10, *, smoothing=SMOOTHING, floor=FLOOR,
-                 max_change=MAX_CHANGE, report=True, timeout=None):
+                 max_change=MAX_CHANGE, report=True, timeout=None,
+                 clock=time.perf_counter_ns):
         self.conn = conn if conn is not None else _core.default_connection()
         self.global_batch = int(global_batch)
         self.every = int(every)
@@ -194,10 +197,11 @@ class Balancer:
         self.max_change = float(max_change)
         self.report = bool(report)
         self.timeout = timeout
+        self.clock = clock
         self.steps = 0  # steps done() on this Balancer
         self.resplits = 0
         self.history = deque(maxlen=HISTORY)
-        self._t0 = None  # perf_counter_ns() of the open step's slice()
+        self._t0 = None  # clock() at the open step's slice()
         self._lo = self._hi = 0
         self._reset()
 
@@ -251,7 +255,7 @@ class Balancer:
         rank = self.conn.rank
         self._lo = sum(self.rows[:rank])
         self._hi = self._lo + self.rows[rank]
-        self._t0 = time.perf_counter_ns()
+        self._t0 = self.clock()
         return self._lo, self._hi
 
     def done(self):
@@ -261,7 +265,7 @@ class Balancer:
             if self.steps == 0 and not self._hi:
                 raise RuntimeError("Balancer.done() before any slice()")
             return self.weight
-        ns = time.perf_counter_ns() - self._t0
+        ns = self.clock() - self._t0
         self._t0 = None
         self.steps += 1
         self._since += 1
