@@ -89,6 +89,13 @@ struct links {
      * backoff or the next tick, because they showed signs of life while it
      * was down (heard_from(), on_link_failed()); once each until it is up. */
     uint64_t hastened;
+    uint64_t heard_at[CFG_MAX_ELASTIC]; /* uv_now() of each host's last sign of life */
+    /* Looking ahead: while the right link is down, the host after its
+     * target is probed too, so that two neighbours cut off at once are
+     * closed over together, not one evict_after after the other. */
+    int ahead;              /* the host probed; -1: none */
+    uint64_t ahead_since;   /* uv_now() of its first probe; 0: none yet */
+    int ahead_answered;     /* it accepted a connection since */
     uv_timer_t leave_timer; /* drops the links once the LEAVE is out */
 };
 
@@ -316,6 +323,7 @@ static void retarget(links *l, int h, const char *why)
              l->cfg->hosts[h].address);
     l->cut = 0;
     peer_set_cut(l->right, 0);
+    l->ahead = -1;
     l->target = h;
     l->failing_since = uv_now(l->loop);
     peer_set_host(l->right, h, why);
@@ -361,6 +369,35 @@ static void search_nearest(links *l)
     retarget(l, l->right_host, "refused by a farther host: looking for the nearest again");
 }
 
+/* While the right link is down: probes the host after its target, once a
+ * PROBE_MS until it answers (a probe that times out or is refused is no
+ * answer). */
+static void look_ahead(links *l, uint64_t now)
+{
+    int h = (l->target + 1) % l->n;
+    if (h == l->me || l->cut) return;
+    if (h != l->ahead) {
+        l->ahead = h;
+        l->ahead_since = 0;
+        l->ahead_answered = 0;
+    }
+    if (l->ahead_answered || probe_busy(l->probe)) return;
+    if (l->ahead_since && now - l->probed_at < PROBE_MS) return;
+    if (!l->ahead_since) l->ahead_since = now;
+    l->probed_at = now;
+    probe_start(l->probe, h);
+}
+
+/* Whether host h, the one after the target that is being closed over, has
+ * been out of reach as long: probed from (within a tick of) the moment the
+ * right link failed, it never answered, and it showed no sign of life
+ * either. Frozen hosts do not count: their kernel still accepts. */
+static int ahead_out_of_reach(const links *l, int h)
+{
+    return h == l->ahead && l->ahead_since && !l->ahead_answered &&
+           l->ahead_since <= l->failing_since + ELASTIC_TICK_MS && l->heard_at[h] < l->ahead_since;
+}
+
 /* Every few hundred milliseconds: whether the right link's host has been
  * out of reach for evict_after, and whether a ring below min_hosts should
  * look for the hosts it closed over again (a split network heals). */
@@ -372,6 +409,7 @@ static void on_elastic(uv_timer_t *timer)
     int nearest = l->right_host, t = l->target;
     if (peer_state(l->right) == LINK_UP) {
         l->failing_since = 0;
+        l->ahead = -1;
         if (l->cut && now - l->probed_at >= PROBE_MS && !probe_busy(l->probe)) {
             l->probed_at = now;
             probe_start(l->probe, nearest);
@@ -395,6 +433,7 @@ static void on_elastic(uv_timer_t *timer)
         return;
     }
     if (!evict) return;
+    look_ahead(l, now);
     /* A host closed over before gets one attempt, not evict_after again. */
     /* Counted, not timed: a refusal on loopback may come in the same
      * millisecond as the retarget, and would wait out a backoff unseen. */
@@ -415,6 +454,13 @@ static void on_elastic(uv_timer_t *timer)
              (double)(now - l->failing_since) / 1000,
              *err ? err : "no answer since its link was lost");
     epochs_note(&l->ep, why);
+    int next = (t + 1) % l->n, also = ahead_out_of_reach(l, next);
+    close_over(l, why);
+    if (!also || l->target != next || l->cut) return;
+    snprintf(why, sizeof why,
+             "%s unreachable for %.0f s too (no answer to a probe, no sign of life)",
+             host_name(l, next), (double)(now - l->ahead_since) / 1000);
+    epochs_note(&l->ep, why);
     close_over(l, why);
 }
 
@@ -424,6 +470,10 @@ static void on_elastic(uv_timer_t *timer)
 static void on_probed(void *data, int host, int status)
 {
     links *l = data;
+    if (host == l->ahead) {
+        if (status == 0) l->ahead_answered = 1;
+        return;
+    }
     if (status < 0 || !(l->cut & BIT(host)) || l->left_ring) return;
     char why[FRAME_MAX_WAITING];
     snprintf(why, sizeof why, "%s answers again: the cut has healed", host_name(l, host));
@@ -444,6 +494,7 @@ static void on_probed(void *data, int host, int status)
  * attempt before close_over() could tell a failure from an asymmetric cut. */
 static void heard_from(links *l, int h)
 {
+    if (h >= 0 && h < l->n && h < CFG_MAX_ELASTIC) l->heard_at[h] = uv_now(l->loop);
     if (!l->elastic || l->left_ring || h != l->target || peer_state(l->right) != LINK_DOWN) return;
     if ((l->hastened & BIT(h)) || (l->cut & BIT(h))) return;
     l->hastened |= BIT(h);
@@ -809,7 +860,7 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     uv_timer_init(loop, &l->leave_timer);
     l->leave_timer.data = l;
     l->target = l->right_host;
-    l->refused_by = l->excluded_by = -1;
+    l->refused_by = l->excluded_by = l->ahead = -1;
     l->elastic = l->n > 1 && l->n <= CFG_MAX_ELASTIC && c->algorithm == CFG_ALG_RING &&
                  c->evict_after_ms > 0;
     if (l->elastic) epochs_set_elastic(&l->ep);
