@@ -14,6 +14,7 @@
 #include "report_render.h"
 #include "ringctl.h"
 #include "ringctl_report.h"
+#include "ringctl_status.h"
 #include "ringd.h"
 
 #define STALE_S 5 /* a summary older than this is named */
@@ -31,12 +32,14 @@ static const char usage_report[] =
     "the longest rank's time), its efficiency (speedup / ranks), who made the\n"
     "others wait most, each host's CPU time and energy (measured by RAPL, or\n"
     "estimated at watts_per_core). The daemons exchange their summaries once a\n"
-    "second, so any host shows every rank. Connects as an observer: it takes no\n"
-    "rank.\n"
+    "second, so any host shows every rank. A balanced job (ringd.balance) adds its\n"
+    "split: each rank's rows of the global batch and its measured speed, as in\n"
+    "ringctl status. Connects as an observer: it takes no rank.\n"
     "\n"
     "Options:\n"
     "  -j, --json         print one JSON object with every figure instead (what\n"
-    "                     ringd.report() returns in Python)\n"
+    "                     ringd.report() returns in Python, and the split as\n"
+    "                     \"balance\")\n"
     "  -w, --window       the last minute instead of the whole job (CPU, energy\n"
     "                     and the calls each came last to stay the job's)\n"
     "  -t, --trace FILE   also write the recent calls of every rank as a Chrome\n"
@@ -138,6 +141,31 @@ static void print_table(const report_view *v, int window)
     }
 }
 
+/* The JSON of the report with the balanced split added as "balance"
+ * (null if none), as ringctl status --json shows it. */
+static int print_json(const report_view *v, const msg_status *st)
+{
+    char *text = report_json(v);
+    if (!text) {
+        fprintf(stderr, "ringctl: report: out of memory\n");
+        return EXIT_FAIL;
+    }
+    char *end = strrchr(text, '}');
+    if (!end) {
+        fprintf(stderr, "ringctl: report: the report's JSON is not an object\n");
+        free(text);
+        return EXIT_FAIL;
+    }
+    fwrite(text, 1, (size_t)(end - text), stdout);
+    if (st)
+        status_print_balance_json(st);
+    else
+        printf(",\"balance\":null");
+    printf("}\n");
+    free(text);
+    return EXIT_OK;
+}
+
 /* Writes one of the drawings to path: 0, or EXIT_FAIL with a message. */
 static int write_file(const char *path, const report_view *v, int window, int svg)
 {
@@ -199,18 +227,22 @@ int report_command(const char *path, int argc, char **argv)
         fprintf(stderr, "ringctl: %s\n", err);
         return EXIT_FAIL;
     }
+    /* The split comes with the daemon's status. The report is what was
+     * asked for: without the split it is still shown, and stderr says why. */
+    session s;
+    msg_status st;
+    int have_split = status_fetch(&s, path, &st) == 0;
+    if (!have_split)
+        fprintf(stderr, "ringctl: report: the balanced split is not shown: %s\n", s.err);
     int rc = EXIT_OK;
     if (json) {
-        char *text = report_json(&v);
-        if (!text) {
-            fprintf(stderr, "ringctl: report: out of memory\n");
-            rc = EXIT_FAIL;
-        } else {
-            fputs(text, stdout);
-            free(text);
-        }
+        rc = print_json(&v, have_split ? &st : NULL);
     } else {
         print_table(&v, window);
+        if (have_split && st.split.n_ranks) {
+            putchar('\n');
+            status_print_balance(&st);
+        }
     }
     if (rc == EXIT_OK && trace) rc = write_file(trace, &v, window, 0);
     if (rc == EXIT_OK && svg) rc = write_file(svg, &v, window, 1);

@@ -152,7 +152,7 @@ static void print_reload(const msg_status *st)
 /* A balanced job's split: each rank's rows of the global batch and its
  * speed, and the time those rows take it (the ranks finish together when
  * these agree). */
-static void print_balance(const msg_status *st)
+void status_print_balance(const msg_status *st)
 {
     const msg_split *sp = &st->split;
     if (!sp->n_ranks) return;
@@ -251,7 +251,7 @@ static void print_status(const msg_status *st)
     ringctl_put_text(st->last_error[0] ? st->last_error : "-");
     putchar('\n');
     print_reload(st);
-    print_balance(st);
+    status_print_balance(st);
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0. */
@@ -339,7 +339,7 @@ static void print_membership_json(const msg_status *st)
 }
 
 /* "balance": null, or the split with one entry per rank (the first 64). */
-static void print_balance_json(const msg_status *st)
+void status_print_balance_json(const msg_status *st)
 {
     const msg_split *sp = &st->split;
     printf(",\"balance\":");
@@ -426,12 +426,11 @@ static void print_status_json(const msg_status *st)
     } else {
         printf("null");
     }
-    print_balance_json(st);
+    status_print_balance_json(st);
     printf("}\n");
 }
 
-/* Fetches the daemon's status over an observer session. */
-static int fetch_status(session *s, const char *path, msg_status *st)
+int status_fetch(session *s, const char *path, msg_status *st)
 {
     int rc = session_connect(s, path, SESSION_CONNECT_TIMEOUT_MS);
     msg_welcome w;
@@ -487,7 +486,7 @@ int status_command(const char *path, int argc, char **argv)
 
     session s;
     msg_status st;
-    if (fetch_status(&s, path, &st) < 0) {
+    if (status_fetch(&s, path, &st) < 0) {
         fprintf(stderr, "ringctl: %s\n", s.err);
         return EXIT_FAIL;
     }

@@ -11,6 +11,7 @@ most 0.75 of an equal one, and the daemons show the split in ringctl status.
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -170,16 +171,17 @@ def rank_train(c, every, steps):
             "resplits": bal.resplits}
 
 
-def ringctl_status(ring, host):
+def ringctl(ring, host, *args):
     build = os.environ.get("RINGD_BINARY_DIR")
     if not build and os.environ.get("RINGD_BIN"):
         build = os.path.dirname(os.path.dirname(os.path.abspath(os.environ["RINGD_BIN"])))
     path = os.path.join(build or "build", "client", "ringctl")
     if not os.path.exists(path):
         pytest.skip(f"no ringctl at {path}")
-    out = subprocess.run([path, "--socket", ring.sockets[host], "status", "--json"],
+    out = subprocess.run([path, "--socket", ring.sockets[host], *args],
                          capture_output=True, text=True, timeout=30, check=True)
-    return json.loads(out.stdout)
+    assert not out.stderr, out.stderr
+    return out.stdout
 
 
 def within(rows, ideal):
@@ -215,14 +217,21 @@ def test_three_ranks_one_twice_as_slow_balanced_exactly(ring3, pools3):
     t_bal = statistics.median(balanced[0]["times"][3 * EVERY + 1 :])
     assert t_bal <= 0.75 * t_equal, (t_bal, t_equal)
 
-    # Each daemon shows the split its ranks agreed last.
+    # Each daemon shows the split its ranks agreed last, in ringctl status
+    # and in ringctl report, beside where the time went.
     for host in range(3):
-        st = ringctl_status(ring3, host)["balance"]
+        st = json.loads(ringctl(ring3, host, "status", "--json"))["balance"]
         assert st["n_ranks"] == 3 and st["global_batch"] == B and st["every"] == EVERY, st
         assert [e["rows"] for e in st["ranks"]] == list(hist[-1][1]), st
         assert st["resplits"] == balanced[0]["resplits"]
         rates = [e["rate"] for e in st["ranks"]]
         assert rates[0] > 1.6 * rates[SLOW] and rates[1] > 1.6 * rates[SLOW], rates
+        report = json.loads(ringctl(ring3, host, "report", "--json"))
+        assert "ranks" in report and report["balance"]["ranks"] == st["ranks"], report
+        table = ringctl(ring3, host, "report")
+        assert "balanced batches (reported" in table and "rows/s" in table, table
+        for i, e in enumerate(st["ranks"]):
+            assert re.search(rf"^ +{i} +{e['rows']} ", table, re.M), table
 
 
 def rank_disagree(c):
