@@ -151,6 +151,7 @@ static void fold(const epochs *e, frame_epoch *f)
         f->confirmed = 0;
         f->flags &= (uint8_t)~EPOCH_FLAG_DONE_UNKNOWN;
         memset(&f->prior, 0, sizeof f->prior);
+        memset(&f->waited, 0, sizeof f->waited);
         if (f->fail_seq != FRAME_NO_SEQ) { /* a collective of the older epoch */
             f->code = 0;
             f->fail_seq = FRAME_NO_SEQ;
@@ -161,6 +162,11 @@ static void fold(const epochs *e, frame_epoch *f)
     }
     /* How prev_epoch became ready, for a host on the lap that missed it. */
     if (!f->prior.epoch && mine == f->prev_epoch && e->last.epoch == mine) f->prior = e->last;
+    /* The first confirmation that settled prev_epoch, for a host that
+     * missed it: the lap's own verdict comes too late for what it held. */
+    if (mine == f->prev_epoch && e->waited.epoch && e->waited.prev_epoch == mine &&
+        (!f->waited.epoch || e->waited.epoch < f->waited.epoch))
+        f->waited = e->waited;
     uint64_t done;
     switch (f->prev_epoch ? epochs_done_of(e, f->prev_epoch, &done) : -1) {
     case 1:
@@ -272,6 +278,25 @@ frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f)
     return c;
 }
 
+/* What the confirmation c said, for a later lap to carry (flags: the
+ * ones kept). */
+static frame_prior verdict_of(const frame_epoch *c, uint8_t flags)
+{
+    frame_prior p = {.epoch = c->epoch,
+                     .prev_epoch = c->prev_epoch,
+                     .flags = c->flags & flags,
+                     .code = c->code,
+                     .fail_seq = c->fail_seq,
+                     .fail_class = c->fail_class,
+                     .done = c->done,
+                     .top = c->top,
+                     .members = c->members,
+                     .members_epoch = c->members_epoch};
+    memcpy(p.reason, c->reason, sizeof p.reason);
+    memcpy(p.members_why, c->members_why, sizeof p.members_why);
+    return p;
+}
+
 /* c's epoch is ready from now on, as far as this host counts: done and
  * top start at 0, and c is the verdict that made it so. */
 static void push_ready(epochs *e, const frame_epoch *c)
@@ -287,19 +312,27 @@ static void push_ready(epochs *e, const frame_epoch *c)
     e->ready[e->n_ready].confirmed = 0;
     e->ready[e->n_ready].members = e->members;
     e->n_ready++;
-    frame_prior *p = &e->last;
-    *p = (frame_prior){.epoch = c->epoch,
-                       .prev_epoch = c->prev_epoch,
-                       .flags = c->flags & (EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED),
-                       .code = c->code,
-                       .fail_seq = c->fail_seq,
-                       .fail_class = c->fail_class,
-                       .done = c->done,
-                       .top = c->top,
-                       .members = c->members,
-                       .members_epoch = c->members_epoch};
-    memcpy(p->reason, c->reason, sizeof p->reason);
-    memcpy(p->members_why, c->members_why, sizeof p->members_why);
+    frame_prior *p = &e->last, *w = &e->waited;
+    *p = verdict_of(c, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED);
+    if (w->epoch && w->prev_epoch == c->prev_epoch) {
+        /* A confirmation that left the ring waiting settled the epoch
+         * before: for a host that missed both, what that one said of it
+         * stands (what succeeded, what failed and why), not c's word on
+         * what was settled already. Where the epoch ends, and so where
+         * c's starts, is still c's top, as on every host that had c. */
+        p->flags =
+            (uint8_t)((p->flags & ~EPOCH_FLAG_DONE_UNKNOWN) | (w->flags & EPOCH_FLAG_DONE_UNKNOWN));
+        p->code = w->code;
+        p->fail_seq = w->fail_seq;
+        p->fail_class = w->fail_class;
+        p->done = w->done;
+        memcpy(p->reason, w->reason, sizeof p->reason);
+        if (w->flags & EPOCH_FLAG_RESIZED) {
+            p->flags |= EPOCH_FLAG_RESIZED;
+            memcpy(p->members_why, w->members_why, sizeof p->members_why);
+        }
+    }
+    memset(w, 0, sizeof *w);
 }
 
 static void take_members(epochs *e, const frame_epoch *c)
@@ -349,6 +382,34 @@ void epochs_settle_missed(epochs *e, const frame_epoch *c)
     if (e->elastic && c->members && !(c->members & (UINT64_C(1) << e->me))) return;
     take_members(e, c);
     push_ready(e, c);
+}
+
+void epochs_keep_waited(epochs *e, const frame_epoch *c)
+{
+    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    if (mine && c->prev_epoch == mine && !e->waited.epoch)
+        e->waited =
+            verdict_of(c, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
+}
+
+int epochs_missed_waited(const epochs *e, const frame_epoch *c)
+{
+    const frame_prior *w = &c->waited;
+    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    return w->epoch && mine && mine == w->prev_epoch && !e->waited.epoch && e->birth &&
+           e->birth <= w->prev_epoch;
+}
+
+frame_epoch epochs_waited_confirm(const frame_prior *w)
+{
+    return epochs_prior_confirm(w);
+}
+
+void epochs_settle_waited(epochs *e, const frame_epoch *c)
+{
+    /* Closed over by it, this host was not in the ring it agreed. */
+    if (!(e->elastic && c->members && !(c->members & (UINT64_C(1) << e->me)))) take_members(e, c);
+    epochs_keep_waited(e, c);
 }
 
 void epochs_settle(epochs *e, const frame_epoch *c)

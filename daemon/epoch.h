@@ -83,6 +83,7 @@ typedef struct {
     uint32_t adopted[EPOCH_ADOPTED];
     unsigned n_adopted;
     frame_prior last;                    /* the verdict that made the newest ready epoch ready */
+    frame_prior waited; /* the first that settled it since, leaving the ring waiting; 0: none */
     epoch_failure failure;               /* the first failure known of the last ready epoch */
     int incomplete;                      /* a rank of this host left and none has come back */
     char missing[FRAME_MAX_WAITING + 1]; /* then: which */
@@ -147,6 +148,22 @@ void epochs_settle(epochs *e, const frame_epoch *confirm);
 int epochs_missed(const epochs *e, const frame_epoch *c);
 frame_epoch epochs_prior_confirm(const frame_prior *p);
 void epochs_settle_missed(epochs *e, const frame_epoch *confirm);
+
+/* The CONFIRM c, which left the ring waiting (INCOMPLETE), settled the
+ * newest ready epoch here, as the ring's verdict (not that of a ring below
+ * min_hosts): the first such is kept, and the laps that settle that epoch
+ * again carry it (waited) to the hosts that missed it. */
+void epochs_keep_waited(epochs *e, const frame_epoch *c);
+
+/* Whether this host missed a CONFIRM that settled the epoch c settles
+ * and left the ring waiting (c->waited): the link broke while it went
+ * round, or the lap closed over this host. It then settles that one
+ * first, as epochs_waited_confirm() rebuilds it, so that what it holds of
+ * the epoch ends as it did on the hosts that had it, and
+ * epochs_settle_waited() takes it. */
+int epochs_missed_waited(const epochs *e, const frame_epoch *c);
+frame_epoch epochs_waited_confirm(const frame_prior *w);
+void epochs_settle_waited(epochs *e, const frame_epoch *confirm);
 
 /* A handshake told of epoch x: a larger one is adopted without a phase
  * change (the FORM that follows a new link carries a larger one still). */

@@ -202,7 +202,23 @@ static void settle(links *l, const frame_epoch *c, int sent)
         if (l->elastic && p.members) note_members(l, &p);
         l->cb.on_settle(l->data, &p, LINKS_PASSED);
     }
+    /* The ring's verdict on the last ready epoch, also if it waits: a
+     * confirmation of a ring below min_hosts is no one's (below). */
+    int below = l->elastic && c->members && __builtin_popcountll(c->members) < l->cfg->min_hosts;
+    if (epochs_missed_waited(&l->ep, c)) {
+        /* The first confirmation that settled that epoch left the ring
+         * waiting, and never reached this host (a link broke on its way,
+         * or it closed over this host): what it said comes first. */
+        frame_epoch w = epochs_waited_confirm(&c->waited);
+        log_warn("epoch %u: this host missed its confirmation, which settled epoch %u and left "
+                 "the ring waiting; settling it now",
+                 w.epoch, w.prev_epoch);
+        epochs_settle_waited(&l->ep, &w);
+        if (l->elastic && w.members) note_members(l, &w);
+        l->cb.on_settle(l->data, &w, LINKS_WAITING);
+    }
     epochs_settle(&l->ep, c);
+    if (!below && (c->flags & EPOCH_FLAG_INCOMPLETE)) epochs_keep_waited(&l->ep, c);
     if (l->elastic && c->members) note_members(l, c);
     int ready = epochs_ready(&l->ep);
     if (ready && !sent) l->ep.phase = RING_FORMING; /* not passed on: not ready */
@@ -217,7 +233,6 @@ static void settle(links *l, const frame_epoch *c, int sent)
      * this side's verdict is no one's. What it held waits for theirs, which
      * the lap that takes it back carries (prior), or ends "outcome unknown"
      * at its deadline. */
-    int below = l->elastic && c->members && __builtin_popcountll(c->members) < l->cfg->min_hosts;
     l->cb.on_settle(l->data, c, below ? LINKS_BELOW : ready && sent ? LINKS_READY : LINKS_WAITING);
     if (l->form_due && l->ep.phase == RING_WAITING)
         form_now(l);

@@ -24,7 +24,7 @@ _Static_assert(FRAME_HEADER_SIZE == BYTES_HEADER_SIZE, "one header layout for fr
 #define PRIOR_MAX_BODY (50 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING)
 #define EPOCH_MAX_BODY                                                                             \
     (47 + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING + 12 + 2 + FRAME_MAX_WAITING +                \
-     PRIOR_MAX_BODY + 16)
+     PRIOR_MAX_BODY + 16 + PRIOR_MAX_BODY)
 _Static_assert(HELLO_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "HELLO fits a control body");
 _Static_assert(WELCOME_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "WELCOME fits a control body");
 _Static_assert(ABORT_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "ABORT fits a control body");
@@ -33,6 +33,7 @@ _Static_assert(EPOCH_MAX_BODY <= FRAME_MAX_CONTROL_BODY, "EPOCH fits a control b
 /* The daemon's frame reader holds any body but DATA's in a buffer of the
  * COMMIT's size (daemon/reader.h). */
 _Static_assert(FRAME_MAX_REPORT_BODY <= FRAME_MAX_COMMIT_BODY, "REPORT fits the reader's body");
+_Static_assert(FRAME_MAX_CONTROL_BODY <= FRAME_MAX_COMMIT_BODY, "control bodies fit the reader's");
 
 const char *frame_strerror(int err)
 {
@@ -259,6 +260,22 @@ int frame_encode_auth(uint8_t *buf, size_t cap, const frame_auth *a)
     return finish(&w, FRAME_AUTH, 0, body_len(&w));
 }
 
+static void wr_prior(bytes_writer *w, const frame_prior *p)
+{
+    wr_u32(w, p->epoch);
+    wr_u32(w, p->prev_epoch);
+    wr_u8(w, p->flags);
+    wr_i32(w, p->code);
+    wr_u64(w, p->fail_seq);
+    wr_u8(w, p->fail_class);
+    wr_u64(w, p->done);
+    wr_u64(w, p->top);
+    wr_u64(w, p->members);
+    wr_u32(w, p->members_epoch);
+    wr_str(w, p->reason, FRAME_MAX_TEXT);
+    wr_str(w, p->members_why, FRAME_MAX_WAITING);
+}
+
 int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e)
 {
     bytes_writer w;
@@ -280,21 +297,10 @@ int frame_encode_epoch(uint8_t *buf, size_t cap, const frame_epoch *e)
     wr_u64(&w, e->members);
     wr_u32(&w, e->members_epoch);
     wr_str(&w, e->members_why, FRAME_MAX_WAITING);
-    const frame_prior *p = &e->prior;
-    wr_u32(&w, p->epoch);
-    wr_u32(&w, p->prev_epoch);
-    wr_u8(&w, p->flags);
-    wr_i32(&w, p->code);
-    wr_u64(&w, p->fail_seq);
-    wr_u8(&w, p->fail_class);
-    wr_u64(&w, p->done);
-    wr_u64(&w, p->top);
-    wr_u64(&w, p->members);
-    wr_u32(&w, p->members_epoch);
-    wr_str(&w, p->reason, FRAME_MAX_TEXT);
-    wr_str(&w, p->members_why, FRAME_MAX_WAITING);
+    wr_prior(&w, &e->prior);
     wr_u64(&w, e->prev_members);
     wr_u64(&w, e->confirmed);
+    wr_prior(&w, &e->waited);
     return finish(&w, FRAME_EPOCH, 0, body_len(&w));
 }
 
@@ -405,6 +411,28 @@ int frame_decode_auth(const frame_header *hdr, const uint8_t *body, frame_auth *
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }
 
+static void rd_prior(bytes_reader *r, frame_prior *p)
+{
+    p->epoch = rd_u32(r);
+    p->prev_epoch = rd_u32(r);
+    p->flags = rd_u8(r);
+    p->code = rd_i32(r);
+    p->fail_seq = rd_u64(r);
+    p->fail_class = rd_u8(r);
+    p->done = rd_u64(r);
+    p->top = rd_u64(r);
+    p->members = rd_u64(r);
+    p->members_epoch = rd_u32(r);
+    rd_str(r, p->reason, FRAME_MAX_TEXT);
+    rd_str(r, p->members_why, FRAME_MAX_WAITING);
+}
+
+static int prior_is_zero(const frame_prior *p)
+{
+    return !p->prev_epoch && !p->flags && !p->code && !p->fail_seq && !p->fail_class && !p->done &&
+           !p->top && !p->members && !p->members_epoch && !p->reason[0] && !p->members_why[0];
+}
+
 int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch *out)
 {
     bytes_reader r = {body, hdr->length, hdr->type != FRAME_EPOCH};
@@ -425,32 +453,25 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     out->members = rd_u64(&r);
     out->members_epoch = rd_u32(&r);
     rd_str(&r, out->members_why, FRAME_MAX_WAITING);
-    frame_prior *p = &out->prior;
-    p->epoch = rd_u32(&r);
-    p->prev_epoch = rd_u32(&r);
-    p->flags = rd_u8(&r);
-    p->code = rd_i32(&r);
-    p->fail_seq = rd_u64(&r);
-    p->fail_class = rd_u8(&r);
-    p->done = rd_u64(&r);
-    p->top = rd_u64(&r);
-    p->members = rd_u64(&r);
-    p->members_epoch = rd_u32(&r);
-    rd_str(&r, p->reason, FRAME_MAX_TEXT);
-    rd_str(&r, p->members_why, FRAME_MAX_WAITING);
+    const frame_prior *p = &out->prior, *w = &out->waited;
+    rd_prior(&r, &out->prior);
     out->prev_members = rd_u64(&r);
     out->confirmed = rd_u64(&r);
+    rd_prior(&r, &out->waited);
     if (out->phase < EPOCH_BREAK || out->phase > EPOCH_LEAVE) r.bad = 1;
     if (out->flags & ~EPOCH_FLAGS_ALL) r.bad = 1;
     if (p->flags & ~(EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED)) r.bad = 1;
     /* A prior is of the epoch a lap settles, which came after the one it
-     * settled; none is all zero. */
+     * settled; a waited settled that epoch, and came after it, waiting.
+     * None is all zero. */
     int lap = out->phase == EPOCH_FORM || out->phase == EPOCH_RESET || out->phase == EPOCH_CONFIRM;
     if (p->epoch && (!lap || p->epoch != out->prev_epoch || p->prev_epoch >= p->epoch)) r.bad = 1;
-    if (!p->epoch &&
-        (p->prev_epoch || p->flags || p->code || p->fail_seq || p->fail_class || p->done ||
-         p->top || p->members || p->members_epoch || p->reason[0] || p->members_why[0]))
+    if (!p->epoch && !prior_is_zero(p)) r.bad = 1;
+    if (w->epoch && (!lap || !out->prev_epoch || w->prev_epoch != out->prev_epoch ||
+                     w->epoch <= w->prev_epoch || !(w->flags & EPOCH_FLAG_INCOMPLETE) ||
+                     (w->flags & ~EPOCH_FLAGS_ALL) || (w->flags & EPOCH_FLAG_GONE)))
         r.bad = 1;
+    if (!w->epoch && !prior_is_zero(w)) r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;
 }
 

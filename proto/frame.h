@@ -18,7 +18,7 @@
 #include "proto/summary.h"
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 7
+#define FRAME_VERSION 8
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -27,7 +27,7 @@
 #define FRAME_MAX_BODY (FRAME_DATA_HEADER_SIZE + FRAME_MAX_PAYLOAD)
 #define FRAME_MAX_NAME 64           /* cluster names, host names */
 #define FRAME_MAX_TEXT 512          /* reasons in WELCOME and ABORT */
-#define FRAME_MAX_CONTROL_BODY 2048 /* any frame but DATA */
+#define FRAME_MAX_CONTROL_BODY 3072 /* any frame but DATA */
 #define FRAME_MAX_WAITING 256       /* EPOCH: who an incomplete ring waits for */
 #define FRAME_MAX_COMMIT_HOSTS 1024 /* hosts a COMMIT frame counts (CFG_MAX_HOSTS) */
 #define FRAME_MAX_COMMIT_BODY (14 + 4 * FRAME_MAX_COMMIT_HOSTS)
@@ -117,14 +117,16 @@ typedef enum {
             membership; CONFIRM: the membership is new */
 #define EPOCH_FLAGS_ALL 0x0f
 
-/* The verdict by which a ring epoch became ready: what its CONFIRM said of
- * the epoch before it. A lap that settles epoch E carries E's own (epoch ==
- * E), so that a host that missed E's CONFIRM applies it first (PROTOCOL.md,
- * "A lost confirmation"). */
+/* A CONFIRM's verdict, carried by a later lap for a host that missed the
+ * CONFIRM (PROTOCOL.md, "A lost confirmation"). As a lap's prior: the
+ * verdict by which its prev_epoch E became ready (epoch == E), what E's
+ * CONFIRM said of the epoch before it. As a lap's waited: the first
+ * verdict that settled E since without making the ring ready (INCOMPLETE:
+ * it waited for a rank), which the lap's own must not replace. */
 typedef struct {
-    uint32_t epoch;      /* the epoch that became ready; 0: none carried */
+    uint32_t epoch;      /* the CONFIRM's epoch; 0: none carried */
     uint32_t prev_epoch; /* the epoch it settled */
-    uint8_t flags;       /* the CONFIRM's EPOCH_FLAG_DONE_UNKNOWN and EPOCH_FLAG_RESIZED */
+    uint8_t flags;       /* the CONFIRM's DONE_UNKNOWN and RESIZED (waited: and INCOMPLETE) */
     int32_t code;
     uint64_t fail_seq;
     uint8_t fail_class;
@@ -167,6 +169,10 @@ typedef struct {
     uint64_t prev_members; /* the hosts of prev_epoch's ring, as those on the lap knew it */
     uint64_t confirmed;    /* collectives of prev_epoch some host on the lap knew every host
                               of that ring had completed (the maximum) */
+    /* FORM, RESET, CONFIRM: the CONFIRM that settled prev_epoch first and
+     * left the ring waiting (waited.prev_epoch == prev_epoch), added by a
+     * host that settled it; else 0. */
+    frame_prior waited;
 } frame_epoch;
 
 /* EPOCH.members of a ring of all its n configured hosts. */

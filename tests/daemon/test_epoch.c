@@ -159,6 +159,9 @@ typedef struct {
     int n_missed[MAX_HOSTS];
     int lose_confirm[MAX_HOSTS]; /* the link from host i loses the next CONFIRM */
     uint64_t out; /* bit h: host h is out of reach, and the links close over it */
+    uint32_t watch;               /* an epoch whose settling is followed; 0: none */
+    frame_epoch first[MAX_HOSTS]; /* the first confirmation that settled it on each host */
+    int n_first[MAX_HOSTS];
 } ring_sim;
 
 #define BIT(h) (UINT64_C(1) << (h))
@@ -183,6 +186,11 @@ static void send_right(ring_sim *r, int from, frame_epoch f)
     r->q[from][r->tail[from]++ % QUEUE] = f;
 }
 
+static void follow(ring_sim *r, int h, const frame_epoch *c)
+{
+    if (r->watch && c->prev_epoch == r->watch && !r->n_first[h]++) r->first[h] = *c;
+}
+
 /* As links.c settles a confirmation: one this host missed comes first. */
 static void settle(ring_sim *r, int h, const frame_epoch *c)
 {
@@ -191,10 +199,18 @@ static void settle(ring_sim *r, int h, const frame_epoch *c)
         epochs_settle_missed(&r->h[h], &p);
         r->missed[h] = p;
         r->n_missed[h]++;
+        follow(r, h, &p);
+    }
+    if (epochs_missed_waited(&r->h[h], c)) {
+        frame_epoch w = epochs_waited_confirm(&c->waited);
+        epochs_settle_waited(&r->h[h], &w);
+        follow(r, h, &w);
     }
     epochs_settle(&r->h[h], c);
+    if (c->flags & EPOCH_FLAG_INCOMPLETE) epochs_keep_waited(&r->h[h], c);
     r->settled[h] = *c;
     r->n_settled[h]++;
+    follow(r, h, c);
 }
 
 static void lap(ring_sim *r, int h, epoch_phase phase);
@@ -277,6 +293,18 @@ static void assert_all_ready_in_one_epoch(const ring_sim *r)
         cr_assert(epochs_ready(&r->h[h]), "N=%d: host %d is not ready", r->n, h);
         cr_assert_eq(r->h[h].epoch, r->h[0].epoch, "N=%d: host %d is at epoch %u, host 0 at %u",
                      r->n, h, r->h[h].epoch, r->h[0].epoch);
+    }
+}
+
+/* Every host but one (closed over) ready in one epoch. */
+static void assert_ready_but(const ring_sim *r, int out)
+{
+    int first = out == 0 ? 1 : 0;
+    for (int h = 0; h < r->n; h++) {
+        if (h == out) continue;
+        cr_assert(epochs_ready(&r->h[h]), "N=%d: host %d is not ready", r->n, h);
+        cr_assert_eq(r->h[h].epoch, r->h[first].epoch, "N=%d: host %d at epoch %u, not %u", r->n, h,
+                     r->h[h].epoch, r->h[first].epoch);
     }
 }
 
@@ -736,6 +764,81 @@ Test(epoch, a_host_taken_back_settles_the_verdict_of_the_lap_that_closed_over_it
                          (unsigned long long)r.settled[h].done);
             cr_assert_eq(r.settled[h].top, 5);
             if (h != gone) cr_assert_eq(r.n_missed[h], 0, "N=%d host %d missed nothing", n, h);
+        }
+    }
+}
+
+/* A confirmation that leaves the ring waiting (a rank is missing) settles
+ * the last ready epoch all the same: its collectives fail with its verdict,
+ * here a resize. Lost on one link, it leaves the hosts after the loss
+ * holding them; the lap that makes the ring ready settles the same epoch
+ * again, and it must end them as the lost confirmation did on the hosts
+ * before the loss: the same code, failure and words, on every host. */
+Test(epoch, a_waiting_confirmation_lost_on_one_link_settles_alike_on_every_host)
+{
+    for (int n = 4; n <= MAX_HOSTS; n++) {
+        for (int lost = 0; lost < n; lost++) {
+            int gone = 2, left = 1; /* host 1 closes over host 2 */
+            if (lost == gone) continue;
+            ring_sim r;
+            start_ring_of(&r, n, 1);
+            r.watch = r.h[0].epoch;
+            for (int h = 0; h < n; h++) {
+                epochs_submitted(&r.h[h], 3);
+                epochs_completed(&r.h[h], 2);
+            }
+            /* Host 3 lacks a rank; host 2 is out of reach, and host 1's
+             * lap closes over it: the ring of n - 1 waits for the rank. */
+            epochs_set_members(&r.h[3], 0, "rank 3 (pid 4243) on host h3 exited");
+            r.out = BIT(gone);
+            epochs_note(&r.h[left], "h2 unreachable for 3 s");
+            r.lose_confirm[lost] = 1;
+            lap(&r, left, EPOCH_FORM);
+            run(&r, 59);
+            for (int h = 0; h < n; h++)
+                cr_assert_not(h != gone && epochs_ready(&r.h[h]), "N=%d host %d", n, h);
+            /* The rank is back: host 3 forms the ring. */
+            epochs_set_members(&r.h[3], 1, "");
+            lap(&r, 3, EPOCH_FORM);
+            run(&r, 61);
+            assert_ready_but(&r, gone);
+            /* Host 1 started the lap that left the ring waiting: it
+             * settled the epoch with that lap's confirmation. */
+            const frame_epoch *w = &r.first[left];
+            cr_assert(w->flags & EPOCH_FLAG_INCOMPLETE);
+            cr_assert(w->flags & EPOCH_FLAG_RESIZED);
+            cr_assert_str_eq(w->members_why, "h2 unreachable for 3 s");
+            for (int h = 0; h < n; h++) {
+                if (h == gone) continue;
+                cr_assert(r.n_first[h], "N=%d lost %d: host %d never settled epoch %u", n, lost, h,
+                          r.watch);
+                const frame_epoch *c = &r.first[h];
+                cr_assert_eq(c->epoch, w->epoch, "N=%d lost %d host %d: settled by %u, not %u", n,
+                             lost, h, c->epoch, w->epoch);
+                cr_assert_eq(c->code, w->code);
+                cr_assert_str_eq(c->reason, w->reason);
+                cr_assert_eq(c->done, w->done);
+                cr_assert_eq(c->top, w->top);
+                cr_assert_eq(c->members_epoch, w->members_epoch);
+                cr_assert_str_eq(c->members_why, w->members_why, "N=%d lost %d host %d", n, lost,
+                                 h);
+            }
+            /* Host 2, closed over by that lap, is taken back: what it held
+             * of the epoch ends as it did everywhere else. */
+            frame_epoch was = *w;
+            r.out = 0;
+            lap(&r, left, EPOCH_FORM);
+            run(&r, 67);
+            assert_all_ready_in_one_epoch(&r);
+            const frame_epoch *c = &r.first[gone];
+            cr_assert(r.n_first[gone], "N=%d lost %d: host 2 never settled epoch %u", n, lost,
+                      r.watch);
+            cr_assert_eq(c->code, was.code);
+            cr_assert_str_eq(c->reason, was.reason);
+            cr_assert_eq(c->done, was.done);
+            cr_assert_eq(c->top, was.top);
+            cr_assert(c->flags & EPOCH_FLAG_RESIZED);
+            cr_assert_str_eq(c->members_why, was.members_why, "N=%d lost %d", n, lost);
         }
     }
 }

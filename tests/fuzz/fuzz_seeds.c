@@ -136,6 +136,20 @@ static void frames(void)
     strcpy(next.prior.reason, e.reason);
     strcpy(next.prior.members_why, e.members_why);
     put("frame", "epoch_prior", b, frame_encode_epoch(b, sizeof b, &next));
+    /* ... and the confirmation that settled epoch 9 first, leaving the ring
+     * waiting for a rank, for a host that missed that one. */
+    next.waited = (frame_prior){.epoch = 11,
+                                .prev_epoch = 9,
+                                .flags = EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED,
+                                .code = -16,
+                                .fail_seq = 3,
+                                .done = 3,
+                                .top = 4,
+                                .members = 0x1b,
+                                .members_epoch = 11};
+    strcpy(next.waited.reason, e.reason);
+    strcpy(next.waited.members_why, "ring resized to 4 hosts (4 ranks): d left");
+    put("frame", "epoch_waited", b, frame_encode_epoch(b, sizeof b, &next));
     frame_epoch leave = {.epoch = 9, .origin = 2, .phase = EPOCH_LEAVE, .fail_seq = FRAME_NO_SEQ};
     strcpy(leave.reason, "ringd on c is stopping (SIGTERM)");
     put("frame", "epoch_leave", b, frame_encode_epoch(b, sizeof b, &leave));

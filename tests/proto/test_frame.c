@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 7), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 8), as specified
  * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
@@ -41,7 +41,8 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,   FRAME_
 #define PRIOR_FLAGS 8    /* in the prior, which follows members_why */
 #define PRIOR_FIXED 50   /* the prior before its reason */
 #define PRIOR_EMPTY (PRIOR_FIXED + 2 + 2)                     /* a prior with empty strings */
-#define EPOCH_TAIL 16 /* prev_members, confirmed: after the prior */
+#define EPOCH_TAIL (16 + PRIOR_EMPTY) /* prev_members, confirmed, a waited of none */
+#define WAITED_FULL (PRIOR_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING)
 #define EPOCH_EMPTY (EPOCH_FIXED + 2 + 2 + EPOCH_MEMBERS + 2) /* the prior, after empty strings */
 #define COMMIT_HOSTS 200 /* in sample(): a COMMIT that fits FRAME_BUF */
 #define WELCOME_TAIL (FRAME_NONCE_SIZE + FRAME_MAC_SIZE) /* after the reason */
@@ -228,6 +229,18 @@ static any_frame sample(int type)
         fill(f.epoch.prior.members_why, FRAME_MAX_WAITING, 'q');
         f.epoch.prev_members = 0x8000000000000013u;
         f.epoch.confirmed = 0x8000000000000015u;
+        f.epoch.waited.epoch = 0xfffffffbu;
+        f.epoch.waited.prev_epoch = f.epoch.prev_epoch;
+        f.epoch.waited.flags = EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED;
+        f.epoch.waited.code = -2147483645;
+        f.epoch.waited.fail_seq = 0xfedcba9876543215u;
+        f.epoch.waited.fail_class = 0xfc;
+        f.epoch.waited.done = 0x8000000000000017u;
+        f.epoch.waited.top = 0x8000000000000019u;
+        f.epoch.waited.members = 0x8000000000000021u;
+        f.epoch.waited.members_epoch = 0xfffffffbu;
+        fill(f.epoch.waited.reason, FRAME_MAX_TEXT, 's');
+        fill(f.epoch.waited.members_why, FRAME_MAX_WAITING, 't');
         break;
     case FRAME_COMMIT:
         f.commit.epoch = 0xfffffffbu;
@@ -305,8 +318,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 7);
-    cr_assert_eq(FRAME_VERSION, 7);
+    cr_assert_eq(h.version, 8);
+    cr_assert_eq(FRAME_VERSION, 8);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -437,11 +450,11 @@ Test(frame, epoch_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + EPOCH_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING +
                         EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING + PRIOR_FIXED + 2 + FRAME_MAX_TEXT +
-                        2 + FRAME_MAX_WAITING + EPOCH_TAIL);
-    /* At its longest it still fits a control body (why that limit is 2048). */
-    cr_assert_eq(h.length, 1927);
+                        2 + FRAME_MAX_WAITING + EPOCH_TAIL - PRIOR_EMPTY + WAITED_FULL);
+    /* At its longest it still fits a control body (why that limit is 3072). */
+    cr_assert_eq(h.length, 2749);
     cr_assert_leq(h.length, FRAME_MAX_CONTROL_BODY);
-    cr_assert_eq(FRAME_MAX_CONTROL_BODY, 2048);
+    cr_assert_eq(FRAME_MAX_CONTROL_BODY, 3072);
     cr_assert_eq(h.type, FRAME_EPOCH);
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
     cr_assert_eq(out.epoch.epoch, in.epoch.epoch);
@@ -474,6 +487,18 @@ Test(frame, epoch_round_trips_every_field)
     cr_assert_str_eq(out.epoch.prior.members_why, in.epoch.prior.members_why);
     cr_assert_eq(out.epoch.prev_members, in.epoch.prev_members);
     cr_assert_eq(out.epoch.confirmed, in.epoch.confirmed);
+    cr_assert_eq(out.epoch.waited.epoch, in.epoch.waited.epoch);
+    cr_assert_eq(out.epoch.waited.prev_epoch, in.epoch.waited.prev_epoch);
+    cr_assert_eq(out.epoch.waited.flags, in.epoch.waited.flags);
+    cr_assert_eq(out.epoch.waited.code, in.epoch.waited.code);
+    cr_assert_eq(out.epoch.waited.fail_seq, in.epoch.waited.fail_seq);
+    cr_assert_eq(out.epoch.waited.fail_class, in.epoch.waited.fail_class);
+    cr_assert_eq(out.epoch.waited.done, in.epoch.waited.done);
+    cr_assert_eq(out.epoch.waited.top, in.epoch.waited.top);
+    cr_assert_eq(out.epoch.waited.members, in.epoch.waited.members);
+    cr_assert_eq(out.epoch.waited.members_epoch, in.epoch.waited.members_epoch);
+    cr_assert_str_eq(out.epoch.waited.reason, in.epoch.waited.reason);
+    cr_assert_str_eq(out.epoch.waited.members_why, in.epoch.waited.members_why);
 }
 
 Test(frame, commit_round_trips_every_count)
@@ -605,7 +630,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 7, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 8, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -632,7 +657,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 7, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 8, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -658,7 +683,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 7, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 8, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -703,7 +728,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 7, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 8, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -748,10 +773,22 @@ Test(frame, epoch_has_the_documented_byte_layout)
                                 .reason = "late",
                                 .members_why = "h4 back"},
                       .prev_members = 0xd1d2d3d4d5d6d7d8u,
-                      .confirmed = 0xe1e2e3e4e5e6e7e8u};
+                      .confirmed = 0xe1e2e3e4e5e6e7e8u,
+                      .waited = {.epoch = 0x3a3b3c3du,
+                                 .prev_epoch = 0x31323334u,
+                                 .flags = EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED,
+                                 .code = -21,
+                                 .fail_seq = 0xf1f2f3f4f5f6f7f8u,
+                                 .fail_class = 0,
+                                 .done = 0x0102030405060708u,
+                                 .top = 0x1112131415161718u,
+                                 .members = 0x2122232425262728u,
+                                 .members_epoch = 0x3a3b3c3du,
+                                 .reason = "wait",
+                                 .members_why = "h3 out"}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 7, FRAME_EPOCH, 0, 0, 0, 0, 0, 159, /* header */
+        0x52, 0x47, 0x4e, 0x44, 8, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 0, 0, 5,                                                 /* origin */
         EPOCH_RESET, 0x0b,                                          /* phase, flags */
@@ -781,6 +818,18 @@ Test(frame, epoch_has_the_documented_byte_layout)
         0, 7, 'h', '4', ' ', 'b', 'a', 'c', 'k',                    /* members_why */
         0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8,             /* prev_members */
         0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8,             /* confirmed */
+        0x3a, 0x3b, 0x3c, 0x3d,                                     /* waited: epoch */
+        0x31, 0x32, 0x33, 0x34,                                     /* prev_epoch */
+        0x0a,                                                       /* flags */
+        0xff, 0xff, 0xff, 0xeb,                                     /* code: -21 */
+        0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8,             /* fail_seq */
+        0,                                                          /* fail_class */
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,             /* done */
+        0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,             /* top */
+        0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,             /* members */
+        0x3a, 0x3b, 0x3c, 0x3d,                                     /* members_epoch */
+        0, 4, 'w', 'a', 'i', 't',                                   /* reason */
+        0, 6, 'h', '3', ' ', 'o', 'u', 't',                         /* members_why */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -806,7 +855,7 @@ Test(frame, commit_has_the_documented_byte_layout)
         .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 7, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        0x52, 0x47, 0x4e, 0x44, 8, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -840,7 +889,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 7, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 8, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -1578,6 +1627,66 @@ Test(frame, rejects_epoch_whose_prior_settled_no_earlier_epoch)
         in.prior.prev_epoch = bad[i];
         cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "prior settling %u", bad[i]);
     }
+}
+
+/* A waited is the confirmation that settled the lap's prev_epoch first and
+ * left the ring waiting: of that epoch, later than it, INCOMPLETE, and
+ * never a RESET's GONE; none is all zero, and only a lap carries one. */
+Test(frame, rejects_epoch_whose_waited_is_not_a_waiting_verdict_on_its_prev_epoch)
+{
+    frame_epoch in = {.epoch = 45,
+                      .origin = 1,
+                      .phase = EPOCH_CONFIRM,
+                      .fail_seq = FRAME_NO_SEQ,
+                      .prev_epoch = 41,
+                      .waited = {.epoch = 43,
+                                 .prev_epoch = 41,
+                                 .flags = EPOCH_FLAG_INCOMPLETE,
+                                 .fail_seq = FRAME_NO_SEQ}},
+                out;
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
+    cr_assert_eq(out.waited.epoch, 43);
+    static const uint8_t good[] = {EPOCH_FLAG_INCOMPLETE,
+                                   EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_DONE_UNKNOWN,
+                                   EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED};
+    for (size_t i = 0; i < sizeof good; i++) {
+        in.waited.flags = good[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK, "waited flags 0x%02x", good[i]);
+    }
+    static const uint8_t bad[] = {0, EPOCH_FLAG_RESIZED, EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_GONE,
+                                  EPOCH_FLAG_INCOMPLETE | 0x10};
+    for (size_t i = 0; i < sizeof bad; i++) {
+        in.waited.flags = bad[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "waited flags 0x%02x", bad[i]);
+    }
+    in.waited.flags = EPOCH_FLAG_INCOMPLETE;
+    static const uint32_t other_prev[] = {0, 36, 40, 42, 45};
+    for (size_t i = 0; i < sizeof other_prev / sizeof *other_prev; i++) {
+        in.waited.prev_epoch = other_prev[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "waited settling %u",
+                     other_prev[i]);
+    }
+    in.waited.prev_epoch = 41;
+    static const uint32_t not_later[] = {41, 40, 1};
+    for (size_t i = 0; i < sizeof not_later / sizeof *not_later; i++) {
+        in.waited.epoch = not_later[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "waited of epoch %u",
+                     not_later[i]);
+    }
+    in.waited.epoch = 43;
+    static const uint8_t not_laps[] = {EPOCH_BREAK, EPOCH_LEAVE};
+    for (size_t i = 0; i < sizeof not_laps; i++) {
+        in.phase = not_laps[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "phase %u", not_laps[i]);
+    }
+    in.phase = EPOCH_FORM;
+    in.prev_epoch = in.waited.prev_epoch = 0; /* a lap that settles no epoch */
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "a waited of no epoch");
+    in.prev_epoch = in.waited.prev_epoch = 41;
+    in.waited.epoch = 0;
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "none, but not all zero");
+    in.waited = (frame_prior){0};
+    cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
 }
 
 Test(frame, rejects_commit_whose_base_is_not_the_least_count)
