@@ -708,6 +708,8 @@ Test(faults, a_peer_that_disagrees_is_refused_saying_why_and_the_ring_goes_on)
 {
     static scenario s;
     start_ring(NULL);
+    /* Its local socket comes first: h1 may not listen for peers yet. */
+    cr_assert_eq(harness_wait_log(&H, 1, "listening on", HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
     char reason[FRAME_MAX_TEXT + 1];
     frame_hello h = {
         .n_hosts = N, .from_pos = 0, .to_pos = 1, .cluster = "test", .from_name = "h0"};
