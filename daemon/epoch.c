@@ -135,6 +135,12 @@ static void add_ring_of(const epochs *e, frame_epoch *f)
     }
 }
 
+/* The newest epoch this host was ready in; 0: none. */
+static uint32_t newest_ready(const epochs *e)
+{
+    return e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+}
+
 /* Adds what this host knows to a RESET or FORM going round. */
 static void fold(const epochs *e, frame_epoch *f)
 {
@@ -142,7 +148,7 @@ static void fold(const epochs *e, frame_epoch *f)
      * origin may know an older one, or none (it has just started, or it
      * missed a confirmation): the hosts before this one on the lap were
      * not ready in this one's, so what they added is of no use to it. */
-    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    uint32_t mine = newest_ready(e);
     if (mine > f->prev_epoch) {
         f->prev_epoch = mine;
         f->done = UINT64_MAX;
@@ -224,7 +230,7 @@ uint32_t epochs_start(epochs *e, epoch_phase phase, frame_epoch *lap)
     lap->origin = (uint32_t)e->me;
     lap->phase = (uint8_t)phase;
     lap->fail_seq = FRAME_NO_SEQ;
-    lap->prev_epoch = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    lap->prev_epoch = newest_ready(e);
     lap->done = UINT64_MAX;
     lap->members_epoch = e->members_epoch;
     fold(e, lap);
@@ -347,7 +353,7 @@ static void take_members(epochs *e, const frame_epoch *c)
 int epochs_missed(const epochs *e, const frame_epoch *c)
 {
     const frame_prior *p = &c->prior;
-    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    uint32_t mine = newest_ready(e);
     /* It was in the ring that prior settles, and has not been ready since:
      * whether it was on prior's lap or closed over by it (frozen, cut
      * off), what it still holds of that epoch ended as prior says. */
@@ -386,7 +392,7 @@ void epochs_settle_missed(epochs *e, const frame_epoch *c)
 
 void epochs_keep_waited(epochs *e, const frame_epoch *c)
 {
-    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    uint32_t mine = newest_ready(e);
     if (mine && c->prev_epoch == mine && !e->waited.epoch)
         e->waited =
             verdict_of(c, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
@@ -395,14 +401,9 @@ void epochs_keep_waited(epochs *e, const frame_epoch *c)
 int epochs_missed_waited(const epochs *e, const frame_epoch *c)
 {
     const frame_prior *w = &c->waited;
-    uint32_t mine = e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
+    uint32_t mine = newest_ready(e);
     return w->epoch && mine && mine == w->prev_epoch && !e->waited.epoch && e->birth &&
            e->birth <= w->prev_epoch;
-}
-
-frame_epoch epochs_waited_confirm(const frame_prior *w)
-{
-    return epochs_prior_confirm(w);
 }
 
 void epochs_settle_waited(epochs *e, const frame_epoch *c)

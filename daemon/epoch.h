@@ -158,11 +158,10 @@ void epochs_keep_waited(epochs *e, const frame_epoch *c);
 /* Whether this host missed a CONFIRM that settled the epoch c settles
  * and left the ring waiting (c->waited): the link broke while it went
  * round, or the lap closed over this host. It then settles that one
- * first, as epochs_waited_confirm() rebuilds it, so that what it holds of
+ * first, as epochs_prior_confirm() rebuilds it, so that what it holds of
  * the epoch ends as it did on the hosts that had it, and
  * epochs_settle_waited() takes it. */
 int epochs_missed_waited(const epochs *e, const frame_epoch *c);
-frame_epoch epochs_waited_confirm(const frame_prior *w);
 void epochs_settle_waited(epochs *e, const frame_epoch *confirm);
 
 /* A handshake told of epoch x: a larger one is adopted without a phase

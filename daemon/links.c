@@ -209,7 +209,7 @@ static void settle(links *l, const frame_epoch *c, int sent)
         /* The first confirmation that settled that epoch left the ring
          * waiting, and never reached this host (a link broke on its way,
          * or it closed over this host): what it said comes first. */
-        frame_epoch w = epochs_waited_confirm(&c->waited);
+        frame_epoch w = epochs_prior_confirm(&c->waited);
         log_warn("epoch %u: this host missed its confirmation, which settled epoch %u and left "
                  "the ring waiting; settling it now",
                  w.epoch, w.prev_epoch);

@@ -202,7 +202,7 @@ static void settle(ring_sim *r, int h, const frame_epoch *c)
         follow(r, h, &p);
     }
     if (epochs_missed_waited(&r->h[h], c)) {
-        frame_epoch w = epochs_waited_confirm(&c->waited);
+        frame_epoch w = epochs_prior_confirm(&c->waited);
         epochs_settle_waited(&r->h[h], &w);
         follow(r, h, &w);
     }
