@@ -441,6 +441,22 @@ Test(frame, auth_round_trips_its_mac)
     cr_assert_arr_eq(out.auth.mac, in.auth.mac, FRAME_MAC_SIZE);
 }
 
+static void assert_prior_eq(const frame_prior *out, const frame_prior *in)
+{
+    cr_assert_eq(out->epoch, in->epoch);
+    cr_assert_eq(out->prev_epoch, in->prev_epoch);
+    cr_assert_eq(out->flags, in->flags);
+    cr_assert_eq(out->code, in->code);
+    cr_assert_eq(out->fail_seq, in->fail_seq);
+    cr_assert_eq(out->fail_class, in->fail_class);
+    cr_assert_eq(out->done, in->done);
+    cr_assert_eq(out->top, in->top);
+    cr_assert_eq(out->members, in->members);
+    cr_assert_eq(out->members_epoch, in->members_epoch);
+    cr_assert_str_eq(out->reason, in->reason);
+    cr_assert_str_eq(out->members_why, in->members_why);
+}
+
 Test(frame, epoch_round_trips_every_field)
 {
     any_frame in = sample(FRAME_EPOCH), out;
@@ -473,32 +489,10 @@ Test(frame, epoch_round_trips_every_field)
     cr_assert_eq(out.epoch.members, in.epoch.members);
     cr_assert_eq(out.epoch.members_epoch, in.epoch.members_epoch);
     cr_assert_str_eq(out.epoch.members_why, in.epoch.members_why);
-    cr_assert_eq(out.epoch.prior.epoch, in.epoch.prior.epoch);
-    cr_assert_eq(out.epoch.prior.prev_epoch, in.epoch.prior.prev_epoch);
-    cr_assert_eq(out.epoch.prior.flags, in.epoch.prior.flags);
-    cr_assert_eq(out.epoch.prior.code, in.epoch.prior.code);
-    cr_assert_eq(out.epoch.prior.fail_seq, in.epoch.prior.fail_seq);
-    cr_assert_eq(out.epoch.prior.fail_class, in.epoch.prior.fail_class);
-    cr_assert_eq(out.epoch.prior.done, in.epoch.prior.done);
-    cr_assert_eq(out.epoch.prior.top, in.epoch.prior.top);
-    cr_assert_eq(out.epoch.prior.members, in.epoch.prior.members);
-    cr_assert_eq(out.epoch.prior.members_epoch, in.epoch.prior.members_epoch);
-    cr_assert_str_eq(out.epoch.prior.reason, in.epoch.prior.reason);
-    cr_assert_str_eq(out.epoch.prior.members_why, in.epoch.prior.members_why);
+    assert_prior_eq(&out.epoch.prior, &in.epoch.prior);
     cr_assert_eq(out.epoch.prev_members, in.epoch.prev_members);
     cr_assert_eq(out.epoch.confirmed, in.epoch.confirmed);
-    cr_assert_eq(out.epoch.waited.epoch, in.epoch.waited.epoch);
-    cr_assert_eq(out.epoch.waited.prev_epoch, in.epoch.waited.prev_epoch);
-    cr_assert_eq(out.epoch.waited.flags, in.epoch.waited.flags);
-    cr_assert_eq(out.epoch.waited.code, in.epoch.waited.code);
-    cr_assert_eq(out.epoch.waited.fail_seq, in.epoch.waited.fail_seq);
-    cr_assert_eq(out.epoch.waited.fail_class, in.epoch.waited.fail_class);
-    cr_assert_eq(out.epoch.waited.done, in.epoch.waited.done);
-    cr_assert_eq(out.epoch.waited.top, in.epoch.waited.top);
-    cr_assert_eq(out.epoch.waited.members, in.epoch.waited.members);
-    cr_assert_eq(out.epoch.waited.members_epoch, in.epoch.waited.members_epoch);
-    cr_assert_str_eq(out.epoch.waited.reason, in.epoch.waited.reason);
-    cr_assert_str_eq(out.epoch.waited.members_why, in.epoch.waited.members_why);
+    assert_prior_eq(&out.epoch.waited, &in.epoch.waited);
 }
 
 Test(frame, commit_round_trips_every_count)
