@@ -203,24 +203,28 @@ static void coll_finish(gather *g, coll *c, int status, const char *message)
  * PROTOCOL.md: job_timing.offsets); for the others, its left neighbour's
  * only (its first data's wait), and later hosts' lateness reaches it as
  * transfer. A host's start is its last local rank's submission, or later
- * if the collectives before it held it up. */
+ * if the collectives before it or its own loop held it up: that delay is
+ * this host's, so the last submission is the latest of its own ranks' and
+ * the other hosts' starts, never its own start. */
 static void timing_of(const coll *c, const job *j, gather_timing *out)
 {
     const job_timing *t = &j->t;
     uint64_t last = c->ready_ns, first = c->first_ns;
     if (t->start_ns && t->offsets) {
-        uint64_t at = t->start_ns + t->late_us * 1000;
-        if (at > last) last = at;
+        int64_t at = (int64_t)t->start_ns + t->latest_us * 1000;
+        if (at > (int64_t)last) last = (uint64_t)at;
         uint64_t early = t->start_ns - t->early_us * 1000;
         if (t->early_us && early < first) first = early;
-    } else if (t->start_ns && t->got_wait) {
+    } else if (t->start_ns && t->got_wait && t->wait_ns) {
+        /* The left neighbour's first data came after this host's start
+         * (a wait of 0: it was here first). */
         uint64_t at = t->start_ns + t->wait_ns;
         if (at > last) last = at;
     }
     out->last_ns = last;
     /* This host came last (no other started after it): its last local
      * rank made the others wait. */
-    int came_last = !t->offsets || t->late_us == 0;
+    int came_last = !t->offsets || t->latest_us <= 0;
     out->late_ns = came_last && c->ready_ns > first ? c->ready_ns - first : 0;
 }
 

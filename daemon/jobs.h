@@ -30,10 +30,11 @@ typedef struct {
     int last_host;    /* the straggler, or -1 */
     uint64_t spread_us;
     /* Allreduce, every host's start known (offsets): the latest start of
-     * another host after this host's own (0: none started later), and the
-     * earliest before it, microseconds. */
+     * another host relative to this host's own (negative: before it), and
+     * the earliest before it (0: none started before), microseconds. */
     int offsets;
-    uint64_t late_us, early_us;
+    int64_t latest_us;
+    uint64_t early_us;
 } job_timing;
 
 /* Called once per job, from the loop. status is 0 or a RINGD_E* code with

@@ -42,7 +42,7 @@ static void name_straggler(const ring *r, active *a)
     if (a->job->kind != RINGD_COLL_ALLREDUCE || r->n < 2) return;
     for (int h = 0; h < r->n; h++)
         if (a->delta_us[h] == FRAME_DELTA_UNKNOWN) return;
-    int64_t at = 0, lo = 0, hi = 0;
+    int64_t at = 0, lo = 0, hi = 0, other = INT64_MIN;
     int h = r->me;
     a->t.last_host = h;
     for (int k = 1; k < r->n; k++) {
@@ -53,12 +53,13 @@ static void name_straggler(const ring *r, active *a)
             a->t.last_host = h;
         }
         if (at < lo) lo = at;
+        if (at > other) other = at;
     }
     a->t.spread_us = (uint64_t)(hi - lo);
     /* For the accounting of this host's ranks (gather.c): how long after
      * this host the last one started, how long before it the first. */
     a->t.offsets = 1;
-    a->t.late_us = (uint64_t)hi;
+    a->t.latest_us = other;
     a->t.early_us = (uint64_t)-lo;
 }
 

@@ -378,8 +378,10 @@ Test(gather, a_late_rank_gets_the_failure_of_a_collective_handed_over_failed_nev
 }
 
 /* Both local ranks submit one allreduce, rank 1 20 ms after rank 0, and
- * the engine completes it as t says; returns the job. */
-static job *run_one(region *reg0, region *reg1, const job_timing *t, uint64_t *submitted1)
+ * the engine starts it lag_us after that and completes it as t says;
+ * returns the job. */
+static job *run_one_lagged(region *reg0, region *reg1, const job_timing *t, uint64_t *submitted1,
+                           useconds_t lag_us)
 {
     static int s0, s1;
     gather_pos p0 = {0}, p1 = {0};
@@ -394,10 +396,16 @@ static job *run_one(region *reg0, region *reg1, const job_timing *t, uint64_t *s
     cr_assert_eq(fe.n_jobs, 1);
     job *j = fe.jobs[0];
     j->t = *t;
+    if (lag_us) usleep(lag_us);
     j->t.start_ns = uv_hrtime();
     j->done(j, 0, NULL);
     cr_assert_eq(n_replies, 2);
     return j;
+}
+
+static job *run_one(region *reg0, region *reg1, const job_timing *t, uint64_t *submitted1)
+{
+    return run_one_lagged(reg0, reg1, t, submitted1, 0);
 }
 
 Test(gather, a_success_tells_each_rank_when_the_last_rank_of_the_ring_came)
@@ -406,7 +414,7 @@ Test(gather, a_success_tells_each_rank_when_the_last_rank_of_the_ring_came)
     region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
     uint64_t submitted1;
     /* Another host started 30 ms after this one. */
-    job_timing t = {.offsets = 1, .late_us = 30000, .early_us = 0};
+    job_timing t = {.offsets = 1, .latest_us = 30000, .early_us = 0};
     run_one(reg0, reg1, &t, &submitted1);
     for (int i = 0; i < 2; i++) {
         cr_assert(replies[i].timed);
@@ -425,7 +433,7 @@ Test(gather, the_last_local_rank_of_the_last_host_is_named_late)
     region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
     uint64_t submitted1;
     /* This host came last, 50 ms after the first host. */
-    job_timing t = {.offsets = 1, .late_us = 0, .early_us = 50000};
+    job_timing t = {.offsets = 1, .latest_us = -50000, .early_us = 50000};
     run_one(reg0, reg1, &t, &submitted1);
     cr_assert_eq(replies[0].t.late_ns == 0, replies[1].t.late_ns != 0, "one rank came last");
     const reply *late = replies[0].t.late_ns ? &replies[0] : &replies[1];
@@ -434,6 +442,24 @@ Test(gather, the_last_local_rank_of_the_last_host_is_named_late)
     cr_assert_geq(late->t.late_ns, 45000000ull);
     cr_assert_lt(late->t.late_ns, 1000000000ull);
     cr_assert_geq(late->t.last_ns, submitted1, "the last rank of the ring is this host's last");
+    regions_clear(&set0);
+    regions_clear(&set1);
+}
+
+Test(gather, a_start_this_host_delayed_itself_is_no_rank_s_wait)
+{
+    region_set set0 = {0}, set1 = {0};
+    region *reg0 = shared_region(&set0, 1), *reg1 = shared_region(&set1, 1);
+    uint64_t submitted1;
+    /* This host started 100 ms after its last rank's submission (its loop
+     * was busy), the other host 150 ms before that start: the rank was the
+     * last of the ring and waited for nobody. */
+    job_timing t = {.offsets = 1, .latest_us = -150000, .early_us = 150000};
+    run_one_lagged(reg0, reg1, &t, &submitted1, 100000);
+    const reply *late = replies[0].t.late_ns ? &replies[0] : &replies[1];
+    cr_assert_geq(late->t.last_ns, submitted1);
+    cr_assert_lt(late->t.last_ns, submitted1 + 50000000ull,
+                 "the last submission is rank 1's, not this host's late start");
     regions_clear(&set0);
     regions_clear(&set1);
 }

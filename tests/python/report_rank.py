@@ -41,7 +41,8 @@ def main():
     c = ringd.connect()
     connected = time.monotonic()
     buf = c.empty(64, np.float32)
-    rec = {"rank": c.rank, "pid": os.getpid(), "compute": [], "calls": 0, "failed": 0,
+    rec = {"rank": c.rank, "pid": os.getpid(), "compute": [], "submits": [], "calls": 0,
+           "failed": 0,
            "first_submit": None, "failed_submit": None, "recovered_submit": None,
            "died_submit": None}
     started = back = connected
@@ -57,6 +58,7 @@ def main():
         # What the daemon counts as compute: from the last result (or the
         # connection) to this call, whatever held the process up.
         rec["compute"].append(submit - back)
+        rec["submits"].append(submit)  # the ranks share one monotonic clock
         if rec["first_submit"] is None:
             rec["first_submit"] = submit
         rec["calls"] += 1
