@@ -44,6 +44,7 @@ struct links {
     listener *listener;
     peer *left, *right;
     uv_timer_t heartbeat; /* PINGs out, silent links closed */
+    peer_clock beat;
     void (*close_done)(void *);
     void *close_data;
 
@@ -840,8 +841,9 @@ static void on_heartbeat(uv_timer_t *t)
     links *l = t->data;
     uint64_t now = uv_now(l->loop);
     uv_timer_set_repeat(t, l->cfg->heartbeat_interval_ms); /* a reload may change it */
-    peer_heartbeat(l->left, now);
-    peer_heartbeat(l->right, now);
+    peer_clock_tick(&l->beat, now, l->cfg);
+    peer_heartbeat(l->left, now, &l->beat);
+    peer_heartbeat(l->right, now, &l->beat);
     /* The lap it waited for neither came back nor gave way to another. */
     if (l->form_due && now - l->form_due >= l->cfg->heartbeat_timeout_ms) form_now(l);
 }
@@ -915,6 +917,7 @@ int links_start(links *l, char *err, size_t errlen)
         log_warn("no secret_file: any host that can reach %s may join the ring; "
                  "set a cluster key in the config",
                  h->address);
+    l->beat.last = uv_now(l->loop);
     uv_timer_start(&l->heartbeat, on_heartbeat, l->cfg->heartbeat_interval_ms,
                    l->cfg->heartbeat_interval_ms);
     if (l->elastic) uv_timer_start(&l->elastic_timer, on_elastic, ELASTIC_TICK_MS, ELASTIC_TICK_MS);

@@ -462,18 +462,54 @@ void peer_close(peer *p)
     lifetime_end(&p->lt, peer_free, p);
 }
 
-void peer_heartbeat(peer *p, uint64_t now)
+/* A tick this much later than its interval follows a stall of the
+ * process: a quarter of heartbeat_timeout, or the interval if longer. */
+static uint64_t stall_ms(const cfg *c)
+{
+    uint64_t q = c->heartbeat_timeout_ms / 4;
+    return q > c->heartbeat_interval_ms ? q : c->heartbeat_interval_ms;
+}
+
+void peer_clock_tick(peer_clock *k, uint64_t now, const cfg *c)
+{
+    /* A reload's new interval is the timer's two ticks later (libuv re-arms
+     * a timer before its callback sets the next repeat). */
+    uint64_t every = c->heartbeat_interval_ms;
+    for (int i = 0; i < 2; i++)
+        if (k->every[i] > every) every = k->every[i];
+    k->every[1] = k->every[0];
+    k->every[0] = c->heartbeat_interval_ms;
+    uint64_t late = now - k->last > every ? now - k->last - every : 0;
+    k->last = now;
+    k->stalled_ms = late >= stall_ms(c) ? late : 0;
+    if (k->stalled_ms)
+        log_limited(&k->rl, now, 10000, LOG_WARN,
+                    "heartbeat %.1f s late (due every %.1f s): this process was stalled (the "
+                    "machine overloaded, paused or swapping, or the loop blocked); a link "
+                    "silent for heartbeat_timeout (%.1f s) is closed",
+                    (double)late / 1000, (double)c->heartbeat_interval_ms / 1000,
+                    (double)c->heartbeat_timeout_ms / 1000);
+}
+
+void peer_heartbeat(peer *p, uint64_t now, const peer_clock *k)
 {
     conn *c = p->c;
     if (!c || c->closing || p->state != LINK_UP) return;
     uint64_t silent = now - c->last_read;
     c->silence_ms = p->env.cfg->heartbeat_timeout_ms; /* a reload may change it */
     if (!reader_paused(&c->rd) && silent >= p->env.cfg->heartbeat_timeout_ms) {
-        char why[200];
-        snprintf(why, sizeof why,
-                 "nothing received for %.1f s (heartbeat_timeout): the host is frozen, "
-                 "overloaded or cut off",
-                 (double)silent / 1000);
+        char why[256];
+        if (k->stalled_ms) /* Its bytes may be waiting unread: timers run before I/O. */
+            snprintf(why, sizeof why,
+                     "nothing received for %.1f s (heartbeat_timeout), %.1f s of it while the "
+                     "host that noticed was stalled itself (overloaded, paused or swapping): the "
+                     "stall is there, or on both",
+                     (double)silent / 1000, (double)k->stalled_ms / 1000);
+        else
+            snprintf(why, sizeof why,
+                     "nothing received for %.1f s (heartbeat_timeout): the host is frozen, "
+                     "overloaded or cut off",
+                     (double)silent / 1000);
         conn_close(c, why);
         return;
     }

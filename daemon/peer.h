@@ -122,9 +122,23 @@ int peer_send_control(peer *p, const uint8_t *frame, size_t n);
 /* Re-offers a paused DATA frame to ops->data, from the loop. */
 void peer_resume(peer *p);
 
+/* The heartbeat tick's own clock. A tick that comes much later than its
+ * interval says that this process did not run meanwhile (the machine was
+ * overloaded, paused or swapping): the silence of its links was then at
+ * least partly its own, which is logged and said when they time out. */
+typedef struct {
+    uint64_t last;       /* the tick before, or the timer's start */
+    uint64_t every[2];   /* heartbeat_interval at the two ticks before */
+    uint64_t stalled_ms; /* how long this process did not run before this tick; 0: it ran */
+    log_ratelimit rl;
+} peer_clock;
+
+/* Advances k to a heartbeat tick at now. */
+void peer_clock_tick(peer_clock *k, uint64_t now, const cfg *c);
+
 /* PINGs p if up, or closes it if nothing arrived for heartbeat_timeout (a
- * link held paused by us is quiet by our choice). */
-void peer_heartbeat(peer *p, uint64_t now);
+ * link held paused by us is quiet by our choice); k is the tick's clock. */
+void peer_heartbeat(peer *p, uint64_t now, const peer_clock *k);
 
 link_state peer_state(const peer *p);
 int peer_host(const peer *p);

@@ -82,6 +82,7 @@ typedef struct {
     listener *listener;
     star_peer *peers; /* by host index; the root's own entry and a leaf's others unused */
     uv_timer_t heartbeat;
+    peer_clock beat;
     jobs q;
     run run;
     int advancing, closing;
@@ -561,7 +562,8 @@ static void on_heartbeat(uv_timer_t *t)
     star *s = t->data;
     uint64_t now = uv_now(s->loop);
     uv_timer_set_repeat(t, s->cfg->heartbeat_interval_ms);
-    FOR_PEERS(s, h) peer_heartbeat(s->peers[h].p, now);
+    peer_clock_tick(&s->beat, now, s->cfg);
+    FOR_PEERS(s, h) peer_heartbeat(s->peers[h].p, now, &s->beat);
 }
 
 /* ---- the engine ---- */
@@ -570,6 +572,7 @@ static int star_start(engine *e, char *err, size_t errlen)
 {
     star *s = (star *)e;
     if (s->n == 1) return 0;
+    s->beat.last = uv_now(s->loop);
     uv_timer_start(&s->heartbeat, on_heartbeat, s->cfg->heartbeat_interval_ms,
                    s->cfg->heartbeat_interval_ms);
     if (!is_root(s)) {

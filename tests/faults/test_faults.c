@@ -355,6 +355,77 @@ Test(faults, a_frozen_daemon_is_noticed_by_heartbeats_and_the_ring_recovers)
     assert_survivors_failed(&s, s.repair_ms, MARGIN_MS, "h2");
 }
 
+/* ---- a stall of the whole machine ---- */
+
+typedef struct {
+    harness_barrier bar;
+    char why[N][256];
+} stall;
+
+/* A rank of the stalled machine: the ring works, the machine stalls (the
+ * main thread stops every daemon between the barriers), and then the ring
+ * comes back by itself and sums right. */
+static int stall_thread(int idx, void *arg)
+{
+    stall *st = arg;
+    char *why = st->why[idx];
+    size_t wl = sizeof st->why[idx];
+    ringd_client *c = NULL;
+    float *small = NULL;
+    if (connect_retry(idx, &c, 20000) < 0) {
+        snprintf(why, wl, "cannot connect to %s", H.d[idx].socket);
+        goto fail_early;
+    }
+    small = ringd_alloc(c, (size_t)(SMALL_COUNT + IN_A_ROW * 13) * sizeof *small);
+    if (!small) {
+        snprintf(why, wl, "ringd_alloc: %s", ringd_last_error(c));
+        goto fail_early;
+    }
+    if (recover(idx, &c, small, why, wl) < 0) goto fail_early;
+    for (int phase = 0; phase < 2; phase++) /* before the stall; after it */
+        if (harness_barrier_wait(&st->bar, false, RECOVERY_MS) != 0) {
+            snprintf(why, wl, "another rank failed");
+            goto out;
+        }
+    if (recover(idx, &c, small, why, wl) < 0) goto out;
+    if (in_a_row(idx, c, small, why, wl) < 0) goto out;
+    ringd_close(c);
+    return 0;
+
+fail_early:
+    harness_barrier_wait(&st->bar, true, RECOVERY_MS);
+out:
+    if (c) ringd_close(c);
+    return -1;
+}
+
+Test(faults, a_stall_of_the_whole_machine_is_said_by_every_daemon_and_the_ring_comes_back)
+{
+    static stall st;
+    harness_barrier_init(&st.bar, N + 1);
+    start_ring(NULL);
+    harness_threads t;
+    cr_assert_eq(harness_threads_start(&H, &t, N, stall_thread, &st), 0, "%s", H.err);
+    cr_assert_eq(harness_barrier_wait(&st.bar, false, RECOVERY_MS), 0, "the ring did not work");
+
+    /* As a paused VM or a starved machine: nothing runs for twice
+     * heartbeat_timeout, and then every link looks dead to both its ends. */
+    harness_signal_all(&H, SIGSTOP);
+    harness_sleep_ms(2 * HEARTBEAT_TIMEOUT_MS);
+    harness_signal_all(&H, SIGCONT);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(
+            harness_wait_log(&H, i, "s late (due every 0.2 s): this process was stalled", 10000), 0,
+            "h%d does not say that it was stalled: %s", i, H.err);
+    cr_assert_eq(harness_barrier_wait(&st.bar, false, RECOVERY_MS), 0, "a rank failed");
+    int rc = harness_threads_join(&H, &t, 300000);
+    for (int i = 0; i < N; i++)
+        cr_expect_str_empty(st.why[i], "rank %d: %s", i, st.why[i]);
+    cr_assert_eq(rc, 0, "a client thread failed");
+    harness_barrier_destroy(&st.bar);
+    cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
+}
+
 /* The victim rank: a process that submits the big allreduce and waits to be
  * killed. Forked before any thread exists. */
 static void victim_client(int ready_fd)
