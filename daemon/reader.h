@@ -14,11 +14,12 @@
  * three reads per frame. A large payload is read into its buffer directly.
  *
  * On a keyed link (reader_set_guard()) every frame carries FRAME_FLAG_TAG
- * and tags (PROTOCOL.md, "Frame authentication"): the header and body (a
- * DATA frame's fixed part) are followed by a tag, checked before anything
- * of the frame is handed out; a DATA payload by another, its bytes fed to
- * the guard as they arrive (decrypted in place if the link encrypts) and
- * handed out only once that tag is right.
+ * and tags (WIRE.md, "Tags (keyed links)"; PROTOCOL.md, "Frame
+ * authentication"): the header and body (a DATA frame's fixed part) are
+ * followed by a tag, checked before anything of the frame is handed out;
+ * a DATA payload by another, its bytes fed to the guard as they arrive
+ * (decrypted in place if the link encrypts) and handed out only once that
+ * tag is right.
  */
 #ifndef RINGD_READER_H
 #define RINGD_READER_H

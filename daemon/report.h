@@ -4,7 +4,7 @@
  * time and energy, usage.h) and the latest summary of every other host.
  *
  * The daemons exchange their summaries round the ring (PROTOCOL.md,
- * "REPORT"): each sends its own to its right neighbour once a second while
+ * "Summaries"): each sends its own to its right neighbour once a second while
  * it has ranks (at once when its last rank leaves, or one starts or stops
  * failing; else every 10 s),
  * and each host keeps, per host and part, the newest it has seen and sends

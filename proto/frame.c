@@ -1,5 +1,5 @@
 /*
- * frame.c - peer frames on the TCP ring links (layouts in PROTOCOL.md).
+ * frame.c - peer frames on the TCP ring links (layouts in WIRE.md).
  *
  * Decoding is two-phase so that a link never buffers more than it must:
  * frame_decode_header() tells how many body bytes follow and refuses a length

@@ -2,7 +2,7 @@
  * frame.h - frames of the peer protocol on the TCP ring links.
  *
  * Pure encoding and decoding: no I/O, no allocation. The byte layout of every
- * frame is specified in proto/PROTOCOL.md. Every frame starts with the same
+ * frame is specified in proto/WIRE.md. Every frame starts with the same
  * 12-byte header (magic, version, type, flags, body length); the body length
  * is bounded by FRAME_MAX_BODY so a corrupt length is an error, never a huge
  * allocation. Integers are big-endian. A DATA frame's payload (the elements

@@ -1,6 +1,6 @@
 /*
  * msg.c - client <-> daemon messages on the Unix socket (layouts in
- * PROTOCOL.md).
+ * WIRE.md).
  *
  * Same discipline as frame.c: the header is checked before the body is read,
  * and a body must have exactly the bytes its type's layout needs. Fixed-size

@@ -4,7 +4,7 @@
  *
  * Same shape as the peer frames (proto/frame.h): a 12-byte header with its own
  * magic, then a bounded body; integers big-endian; specified in
- * proto/PROTOCOL.md. No message carries user data: buffers live in shared
+ * proto/WIRE.md. No message carries user data: buffers live in shared
  * memory regions whose file descriptors travel beside MSG_REGISTER as
  * SCM_RIGHTS ancillary data. Pure encode/decode: no I/O, no allocation.
  *

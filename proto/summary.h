@@ -2,7 +2,7 @@
  * summary.h - where one host's ranks spent their time: the summary a daemon
  * sends round the ring in REPORT frames (frame.h) and hands to ringctl in
  * REPORT messages (msg.h), one part of up to SUMMARY_MAX_RANKS local ranks
- * at a time. Both carry the same body (PROTOCOL.md, "REPORT"); this module
+ * at a time. Both carry the same body (WIRE.md, "REPORT"); this module
  * knows its layout and its rules, the two protocols only frame it.
  *
  * Every duration is in microseconds, every time a Unix time in

@@ -1,6 +1,6 @@
 /*
  * test_frame.c - the peer frames of proto/frame.h (version 8), as specified
- * in proto/PROTOCOL.md: layouts, flags, limits, and refusal of every
+ * in proto/WIRE.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
 #include <criterion/criterion.h>
@@ -30,7 +30,7 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,   FRAME_
                                 FRAME_AUTH,  FRAME_EPOCH,   FRAME_COMMIT, FRAME_REPORT};
 #define N_ALL_TYPES (sizeof all_types / sizeof *all_types)
 
-/* Offsets and sizes in bodies (PROTOCOL.md). */
+/* Offsets and sizes in bodies (WIRE.md). */
 #define HELLO_STREAMS 11 /* stream, streams, session, cipher */
 #define DATA_CRC 56
 #define DATA_DELTA 60

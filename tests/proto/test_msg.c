@@ -1,6 +1,6 @@
 /*
  * test_msg.c - the client <-> daemon messages of proto/msg.h (version 4), as
- * specified in proto/PROTOCOL.md: layouts, limits, and refusal of every
+ * specified in proto/WIRE.md: layouts, limits, and refusal of every
  * malformed input.
  */
 #include <criterion/criterion.h>

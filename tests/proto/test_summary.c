@@ -1,6 +1,6 @@
 /*
  * test_summary.c - a host's summary (proto/summary.h) and the frame and
- * message that carry it (REPORT in frame.h and msg.h), as PROTOCOL.md
+ * message that carry it (REPORT in frame.h and msg.h), as WIRE.md
  * specifies them: the layout, the limits, and what a part must say of
  * itself to be believed.
  */
