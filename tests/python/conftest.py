@@ -20,6 +20,20 @@ sys.path.insert(0, HERE)
 from ringd.launch import LocalRing  # noqa: E402
 from ringpool import RankPool  # noqa: E402
 
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failure says the machine's load: a rare failure at load 6 on 2 cores
+    is still a bug until proven otherwise, and the proof starts there."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        one, five, fifteen = os.getloadavg()
+        rep.sections.append(("load", f"load average {one:.2f} {five:.2f} {fifteen:.2f} "
+                                     f"(1, 5, 15 min) on {os.cpu_count()} CPUs"))
+
+
 HOSTS = 4
 # Short enough that a test that went wrong fails fast, long enough for a
 # loaded 2-core machine running four daemons and four clients.
