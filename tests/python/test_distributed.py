@@ -1,6 +1,7 @@
 """The torch.distributed backend "ringd", 4 ranks on a ring of 4 real
 daemons: init_process_group("ringd") with no address or store, every
-collective sync and async, errors from wait(), DistributedDataParallel
+collective sync and async, errors from wait(), a Gloo group beside the ring
+(MASTER_ADDR set) and the message without one, DistributedDataParallel
 training against one process on the whole batches (training.py), futures
 whose callbacks issue collectives, torch's compression hooks, and the calls
 built on the ring's collectives (gather, scatter, all-to-all, coalesced)
@@ -223,6 +224,53 @@ def rank_subgroup(c):
 def test_subgroups_are_refused_when_used(pool):
     for r, message in enumerate(pool.run(rank_subgroup)):
         assert "not subgroups" in message if r < 2 else message == "no subgroup"
+
+
+def rank_side_group(c, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    try:
+        dist.init_process_group("ringd")  # torch's env:// store; no RANK: the daemon's
+    finally:
+        del os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]
+    try:
+        r = dist.get_rank()
+        side = dist.new_group([0, 2], backend="gloo")  # made on every rank
+        part = torch.tensor([r + 1.0])
+        if r in (0, 2):
+            dist.all_reduce(part, group=side)
+        whole = torch.tensor([r + 1.0])
+        dist.all_reduce(whole)  # over the ring
+        return dist.get_backend(), dist.get_world_size(), part.item(), whole.item()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_with_master_addr_a_group_of_another_backend_works_beside_the_ring(pool):
+    from ringd.launch import free_ports
+
+    got = pool.run(rank_side_group, free_ports(1)[0], timeout=60)
+    assert got == [("ringd", 4, 4.0, 10.0), ("ringd", 4, 2.0, 10.0), ("ringd", 4, 4.0, 10.0),
+                   ("ringd", 4, 4.0, 10.0)]
+
+
+def rank_unshared_store(c):
+    dist.init_process_group("ringd")
+    try:
+        store = _distributed._stores[-1]
+        store.set(f"mine {c.rank}", b"x")
+        try:
+            store.get(f"mine {(c.rank + 1) % 4}")
+        except KeyError as e:
+            return str(e)
+        return None
+    finally:
+        dist.destroy_process_group()
+
+
+def test_without_an_address_the_store_says_how_to_share_one(pool):
+    for message in pool.run(rank_unshared_store):
+        assert message and "shares nothing between ranks" in message
+        assert "set MASTER_ADDR and MASTER_PORT" in message and "tcp://HOST:PORT" in message
 
 
 def test_init_process_group_needs_no_address_and_takes_the_daemons_ranks(pool):

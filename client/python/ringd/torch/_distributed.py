@@ -499,6 +499,14 @@ def _create_process_group(store, rank, world_size, timeout):
     return _extension().ProcessGroupRingd(Backend(conn), conn.rank, conn.size)
 
 
+_UNSHARED = (
+    "ringd's store holds no {keys}: the store of init_process_group('ringd') without an "
+    "address shares nothing between ranks, and a group of another backend "
+    "(new_group(backend='gloo')) needs a store they share: set MASTER_ADDR and MASTER_PORT "
+    "(rank 0's host and a free port; then torch's env:// store is used, ranks still the "
+    "daemons'), or give init_process_group an init_method such as 'tcp://HOST:PORT'")
+
+
 class Store(dist.Store):
     """The store of "ringd://": add(key, n) is an allreduce of n over the
     ring, returning the sum of every rank's adds to key so far, so every
@@ -521,7 +529,7 @@ class Store(dist.Store):
 
     def get(self, key):
         if key not in self.values:
-            raise KeyError(f"ringd's store holds no key {key!r}: it shares nothing between ranks")
+            raise KeyError(_UNSHARED.format(keys=repr(key)))
         value = self.values[key]
         return value if isinstance(value, bytes) else str(value).encode()
 
@@ -530,7 +538,7 @@ class Store(dist.Store):
 
     def wait(self, keys, timeout=None):
         if not self.check(keys):
-            raise KeyError(f"ringd's store holds no keys {keys}: it shares nothing between ranks")
+            raise KeyError(_UNSHARED.format(keys=keys))
 
     def num_keys(self):
         return len(self.values)
@@ -556,8 +564,11 @@ def _rendezvous(url, timeout=None, **kwargs):
 
 
 def _with_ringd_init_method(init_process_group):
-    """init_process_group, with init_method "ringd://" for the ringd backend
-    when neither an init_method nor a store is given."""
+    """init_process_group, for the ringd backend when neither an init_method
+    nor a store is given: with MASTER_ADDR and MASTER_PORT set, torch's
+    env:// (a TCPStore on rank 0 that every rank shares, which groups of
+    other backends need), the rank and world size the daemons' where the
+    environment has none; else "ringd://", which needs no address."""
     signature = inspect.signature(init_process_group)
 
     @functools.wraps(init_process_group)
@@ -566,7 +577,15 @@ def _with_ringd_init_method(init_process_group):
         a = bound.arguments
         if (str(a.get("backend", "")).lower() == NAME and a.get("init_method") is None
                 and a.get("store") is None):
-            a["init_method"] = "ringd://"
+            if os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT"):
+                a["init_method"] = "env://"
+                conn = _core.connect()
+                if a.get("rank", -1) == -1 and "RANK" not in os.environ:
+                    a["rank"] = conn.rank
+                if a.get("world_size", -1) == -1 and "WORLD_SIZE" not in os.environ:
+                    a["world_size"] = conn.size
+            else:
+                a["init_method"] = "ringd://"
         return init_process_group(*bound.args, **bound.kwargs)
 
     wrapper._ringd = True
