@@ -193,11 +193,13 @@ static void settle(links *l, const frame_epoch *c, int sent)
 {
     if (epochs_missed(&l->ep, c)) {
         /* The lap before went round with this host on it, and its CONFIRM
-         * was lost on the way here: what it said comes first, or this host
-         * would settle c from another start than every other host. */
+         * never came here (a link broke, or a newer lap overtook it: a host
+         * drops the CONFIRM of an epoch before its own): what it said comes
+         * first, or this host would settle c from another start than every
+         * other host. Routine when ranks come and go: not a warning. */
         frame_epoch p = epochs_prior_confirm(&c->prior);
-        log_warn("epoch %u: this host missed its confirmation, which settled epoch %u; "
-                 "settling it now",
+        log_info("epoch %u: its confirmation, which settled epoch %u, did not reach this host "
+                 "(overtaken by a newer lap, or a link broke); settling it now as the others did",
                  p.epoch, p.prev_epoch);
         epochs_settle_missed(&l->ep, &p);
         if (l->elastic && p.members) note_members(l, &p);
@@ -208,11 +210,13 @@ static void settle(links *l, const frame_epoch *c, int sent)
     int below = l->elastic && c->members && __builtin_popcountll(c->members) < l->cfg->min_hosts;
     if (epochs_missed_waited(&l->ep, c)) {
         /* The first confirmation that settled that epoch left the ring
-         * waiting, and never reached this host (a link broke on its way,
-         * or it closed over this host): what it said comes first. */
+         * waiting, and never reached this host (a link broke on its way, a
+         * newer lap overtook it, or it closed over this host): what it
+         * said comes first. */
         frame_epoch w = epochs_prior_confirm(&c->waited);
-        log_warn("epoch %u: this host missed its confirmation, which settled epoch %u and left "
-                 "the ring waiting; settling it now",
+        log_info("epoch %u: its confirmation, which settled epoch %u and left the ring waiting, "
+                 "did not reach this host (overtaken by a newer lap, or a link broke); settling "
+                 "it now as the others did",
                  w.epoch, w.prev_epoch);
         epochs_settle_waited(&l->ep, &w);
         if (l->elastic && w.members) note_members(l, &w);
