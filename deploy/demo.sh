@@ -9,8 +9,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 "deploy/install-deps.sh" --build
+echo "Building ringd and ringctl into build/ (about a minute the first time)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target ringd ringctl >/dev/null
+# One line per file compiled, so that a first build shows it is going on.
+cmake --build build -j "$(nproc)" --target ringd ringctl | grep --line-buffered -E '^\[ *[0-9]+%\] (Building|Linking)' | sed -u 's/^/  /' || true
+[ -x build/daemon/ringd ] && [ -x build/client/ringctl ] || { echo "build failed" >&2; exit 1; }
 
 port=${RINGD_DEMO_PORT:-7701}
 hosts=(a b c d)
@@ -73,8 +76,18 @@ run_allreduce 4194304 bfloat16 sum
 run_allreduce 1048576 int64 max
 
 echo
-echo "Ring state as host a sees it (ringctl status):"
+echo "Ring state as host a sees it (ringctl status). Each ringctl above was a"
+echo "job of its own, numbering its collectives from #0; its ranks have exited,"
+echo "so the ring is not ready until a new job's ranks connect:"
 build/client/ringctl --socket "$dir/a.sock" status
 echo
-echo "Daemon log of host a:"
-sed 's/^/  /' "$dir/a.log"
+lines=$(wc -l <"$dir/a.log")
+problems=$(grep -E ': (warn|error): ' "$dir/a.log" || true)
+echo "Daemon log of host a (stderr; under systemd, the journal): $lines lines about links,"
+echo "epochs and each job's ranks coming and going, at info level;"
+if [ -n "$problems" ]; then
+    echo "its warnings and errors:"
+    sed 's/^/  /' <<<"$problems"
+else
+    echo "no warning, no error."
+fi
