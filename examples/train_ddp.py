@@ -38,7 +38,7 @@ def main():
     x, y = torch.randn(1024, 20, generator=g), torch.randint(0, 4, (1024,), generator=g)
     batch = 64
     for epoch in range(3):
-        total = torch.zeros(1)
+        total, steps = torch.zeros(1), 0
         for i in range(0, len(x), batch * size):
             shard = slice(i + rank * batch, i + (rank + 1) * batch)
             xs, ys = x[shard], y[shard]
@@ -47,6 +47,8 @@ def main():
             loss.backward()  # DDP averages the gradients over ringd, bucket by bucket
             opt.step()
             total += loss.detach()
+            steps += 1
+        total /= steps  # this rank's mean over its steps, then the mean over the ranks
         dist.all_reduce(total, op=dist.ReduceOp.AVG)
         if rank == 0:
             print(f"epoch {epoch + 1}: mean loss {total.item():.4f}", flush=True)
