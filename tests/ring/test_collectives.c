@@ -404,6 +404,7 @@ static int one_rank_names_another(int idx, void *arg)
 Test(mismatch, a_rank_with_another_name_fails_the_collective_on_every_rank)
 {
     run(4, 1, 0, one_rank_names_another, YAML, "name4");   /* across hosts */
+    harness_cleanup(&H);                                   /* its directory too */
     run(2, 2, 0, one_rank_names_another, YAML, "name2x2"); /* within a host */
 }
 
