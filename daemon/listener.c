@@ -236,8 +236,13 @@ static void on_payload(void *owner, const frame_data *d, uint8_t *dst)
     (void)owner, (void)d, (void)dst;
 }
 
-static void on_fail(void *owner, const char *why)
+static void on_fail(void *owner, int code, const char *why)
 {
+    char msg[320];
+    if (code == RINGD_EAUTH) {
+        snprintf(msg, sizeof msg, "authentication failed: %s", why);
+        why = msg;
+    }
     conn_close(owner, why);
 }
 

@@ -109,10 +109,8 @@ void peer_give_sealed(peer *p, sealed_buf *s)
 
 void peer_name_auth_failure(peer *p, conn *c, const char *why, char *out, size_t len)
 {
-    static const char prefix[] = "authentication failed";
-    const char *rest = strncmp(why, prefix, sizeof prefix - 1) == 0 ? why + sizeof prefix - 1 : why;
-    snprintf(out, len, "%s on the link %s %s %s (%s)%s", prefix,
-             p->role == PEER_CONNECTOR ? "to" : "from", p->what, peer_host_name(p), c->peer, rest);
+    snprintf(out, len, "authentication failed on the link %s %s %s (%s): %s",
+             p->role == PEER_CONNECTOR ? "to" : "from", p->what, peer_host_name(p), c->peer, why);
 }
 
 void peer_protect_free(peer *p)

@@ -74,12 +74,12 @@ static void on_payload(void *owner, const frame_data *d, uint8_t *dst)
     p->ops->payload(p->owner, p, d, 0, NULL);
 }
 
-static void on_fail(void *owner, const char *why)
+static void on_fail(void *owner, int code, const char *why)
 {
     conn *c = owner;
     peer *p = c->owner;
     char msg[640];
-    if (!p->keyed || strncmp(why, "authentication failed", 21) != 0) {
+    if (code != RINGD_EAUTH) {
         conn_close(c, why);
         return;
     }

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ringd.h"
+
 /* Skipped payloads land here; nobody reads it, so one sink serves all. */
 static uint8_t skip_sink[READER_SKIP_BUF];
 
@@ -58,10 +60,10 @@ int reader_mid_frame(const reader *r)
     return r->st != RD_HEADER || r->got > 0 || r->ahead_pos < r->ahead_len;
 }
 
-static void fail(reader *r, const char *why)
+static void fail(reader *r, int code, const char *why)
 {
     r->stopped = 1;
-    r->ops->fail(r->owner, why);
+    r->ops->fail(r->owner, code, why);
 }
 
 /* The payload (and its tag) is in: hand it out. */
@@ -88,7 +90,7 @@ static void offer_data(reader *r)
     int v = r->ops->data(r->owner, &r->data, &dst, why, sizeof why);
     if (r->stopped) return;
     if (v < 0) {
-        fail(r, why[0] ? why : "DATA frame refused");
+        fail(r, v, why[0] ? why : "DATA frame refused");
         return;
     }
     if (v == READER_PAUSE) {
@@ -121,7 +123,7 @@ static void body_done(reader *r)
     r->small = r->data.length <= READER_SMALL_PAYLOAD;
     if (rc < 0) {
         snprintf(why, sizeof why, "bad DATA frame: %s", frame_strerror(rc));
-        fail(r, why);
+        fail(r, RINGD_EPROTO, why);
         return;
     }
     offer_data(r);
@@ -143,12 +145,14 @@ static void piece_done(reader *r)
         if (r->stopped) return;
         if (rc < 0) {
             snprintf(why, sizeof why, "bad frame header: %s", frame_strerror(rc));
-            fail(r, why);
+            fail(r, RINGD_EPROTO, why);
             return;
         }
         if (!!r->guard != !!(r->hdr.flags & FRAME_FLAG_TAG)) {
-            fail(r, r->guard ? "authentication failed: a frame without a tag on a keyed link"
-                             : "a frame with a tag on a link without a key");
+            if (r->guard)
+                fail(r, RINGD_EAUTH, "a frame without a tag on a keyed link");
+            else
+                fail(r, RINGD_EPROTO, "a frame with a tag on a link without a key");
             return;
         }
         if (body_size(r) > 0)
@@ -168,10 +172,10 @@ static void piece_done(reader *r)
     case RD_TAG:
         if (!r->guard->head(r->guard_ctx, r->hdr_buf, r->body, body_size(r), r->tag)) {
             snprintf(why, sizeof why,
-                     "authentication failed: a %s frame has a wrong tag (changed, replayed, "
-                     "reordered or dropped on the way)",
+                     "a %s frame has a wrong tag (changed, replayed, reordered or dropped on "
+                     "the way)",
                      frame_type_name(r->hdr.type));
-            fail(r, why);
+            fail(r, RINGD_EAUTH, why);
             return;
         }
         body_done(r);
@@ -183,14 +187,13 @@ static void piece_done(reader *r)
     case RD_PAYLOAD_TAG:
         if (!r->guard->payload_end(r->guard_ctx, r->tag)) {
             snprintf(why, sizeof why,
-                     "authentication failed: the %u-byte payload of a DATA frame has a wrong "
-                     "tag (changed on the way)",
+                     "the %u-byte payload of a DATA frame has a wrong tag (changed on the way)",
                      r->data.length);
             if (r->verdict == READER_INTO && r->ops->forged) {
                 r->stopped = 1;
                 r->ops->forged(r->owner, &r->data, why);
             } else {
-                fail(r, why);
+                fail(r, RINGD_EAUTH, why);
             }
             return;
         }

@@ -56,11 +56,14 @@ typedef struct {
     int (*data)(void *owner, const frame_data *d, uint8_t **dst, char *why, size_t whylen);
     /* The payload of a DATA frame taken with READER_INTO is in place. */
     void (*payload)(void *owner, const frame_data *d, uint8_t *dst);
-    /* Bytes that are not a valid frame: the owner closes the stream. */
-    void (*fail)(void *owner, const char *why);
+    /* Bytes that are not a valid frame (RINGD_EPROTO), a frame whose tag
+     * is missing or wrong on a keyed link (RINGD_EAUTH: why says which,
+     * without "authentication failed"), or the code data() returned: the
+     * owner closes the stream. */
+    void (*fail)(void *owner, int code, const char *why);
     /* Keyed links: the payload of a DATA frame taken with READER_INTO has a
-     * wrong tag; its bytes are not to be used, and the owner closes the
-     * stream. NULL: fail() is called instead. */
+     * wrong tag (RINGD_EAUTH, said as for fail()); its bytes are not to be
+     * used, and the owner closes the stream. NULL: fail() is called instead. */
     void (*forged)(void *owner, const frame_data *d, const char *why);
 } reader_ops;
 

@@ -9,10 +9,12 @@
 #include <string.h>
 
 #include "daemon/reader.h"
+#include "ringd.h"
 
 typedef struct {
     reader r;
     int headers, controls, datas, payloads, fails;
+    int code; /* of the last fail() */
     uint8_t types[64];
     int n_types;
     reader_verdict verdict; /* what data() answers */
@@ -47,7 +49,7 @@ static int on_data(void *o, const frame_data *d, uint8_t **dst, char *why, size_
     w->datas++;
     if (w->refuse_data) {
         snprintf(why, len, "refused");
-        return -5;
+        return RINGD_EMISMATCH;
     }
     *dst = w->dst;
     return (int)w->verdict;
@@ -62,10 +64,11 @@ static void on_payload(void *o, const frame_data *d, uint8_t *dst)
     w->got_len = d->length;
 }
 
-static void on_fail(void *o, const char *why)
+static void on_fail(void *o, int code, const char *why)
 {
     owner *w = o;
     w->fails++;
+    w->code = code;
     snprintf(w->why, sizeof w->why, "%s", why);
 }
 
@@ -195,6 +198,7 @@ Test(reader, bytes_that_are_not_a_frame_stop_it_saying_why)
     feed(&w, junk, sizeof junk, SIZE_MAX);
     cr_assert_eq(w.fails, 1);
     cr_assert(strstr(w.why, "bad frame header") != NULL, "%s", w.why);
+    cr_assert_eq(w.code, RINGD_EPROTO);
     uint8_t *p;
     size_t n;
     reader_buf(&w.r, SIZE_MAX, &p, &n);
@@ -210,6 +214,7 @@ Test(reader, a_data_frame_the_owner_refuses_stops_it)
     size_t n = stream(buf, sizeof buf, 10);
     feed(&w, buf, n, SIZE_MAX);
     cr_assert_eq(w.fails, 1);
+    cr_assert_eq(w.code, RINGD_EMISMATCH, "the owner's own code");
     cr_assert_str_eq(w.why, "refused");
     cr_assert_eq(w.controls, 2, "nothing after the refused frame");
 }
@@ -393,8 +398,8 @@ Test(reader, a_wrong_head_tag_stops_the_stream_before_the_frame_is_handed_out)
     start_keyed(&w, 1);
     feed(&w, buf, n, 7);
     cr_assert_eq(w.fails, 1);
-    cr_assert(strstr(w.why, "authentication failed: a ABORT frame has a wrong tag") != NULL, "%s",
-              w.why);
+    cr_assert_eq(w.code, RINGD_EAUTH);
+    cr_assert(strstr(w.why, "a ABORT frame has a wrong tag") != NULL, "%s", w.why);
     cr_assert_eq(w.controls, 1, "only the PING before it came out");
 }
 
@@ -438,7 +443,8 @@ Test(reader, a_keyed_link_refuses_an_untagged_frame_and_a_plain_one_a_tagged_one
     start_keyed(&w, 1);
     feed(&w, buf, (size_t)n, 64);
     cr_assert_eq(w.fails, 1);
-    cr_assert_str_eq(w.why, "authentication failed: a frame without a tag on a keyed link");
+    cr_assert_eq(w.code, RINGD_EAUTH);
+    cr_assert_str_eq(w.why, "a frame without a tag on a keyed link");
     uint32_t seq = 0;
     uint8_t f[64];
     memcpy(f, buf, (size_t)n);
@@ -446,5 +452,6 @@ Test(reader, a_keyed_link_refuses_an_untagged_frame_and_a_plain_one_a_tagged_one
     start(&w, 1);
     feed(&w, buf, m, 64);
     cr_assert_eq(w.fails, 1);
+    cr_assert_eq(w.code, RINGD_EPROTO, "not an authentication failure: the link has no key");
     cr_assert_str_eq(w.why, "a frame with a tag on a link without a key");
 }
