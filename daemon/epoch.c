@@ -319,13 +319,19 @@ static void push_ready(epochs *e, const frame_epoch *c)
     e->ready[e->n_ready].members = e->members;
     e->n_ready++;
     frame_prior *p = &e->last, *w = &e->waited;
-    *p = verdict_of(c, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED);
+    /* (c's INCOMPLETE: c is a prior that says so, settled late.) */
+    *p = verdict_of(c, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
     if (w->epoch && w->prev_epoch == c->prev_epoch) {
         /* A confirmation that left the ring waiting settled the epoch
          * before: for a host that missed both, what that one said of it
          * stands (what succeeded, what failed and why), not c's word on
          * what was settled already. Where the epoch ends, and so where
-         * c's starts, is still c's top, as on every host that had c. */
+         * c's starts, is still c's top, as on every host that had c. If
+         * that one resized nothing and c did, the collectives ended
+         * without a resize, and only then did the ring move to c's
+         * membership: INCOMPLETE says so (links.c settles it in two). */
+        if ((p->flags & EPOCH_FLAG_RESIZED) && !(w->flags & EPOCH_FLAG_RESIZED))
+            p->flags |= EPOCH_FLAG_INCOMPLETE;
         p->flags =
             (uint8_t)((p->flags & ~EPOCH_FLAG_DONE_UNKNOWN) | (w->flags & EPOCH_FLAG_DONE_UNKNOWN));
         p->code = w->code;

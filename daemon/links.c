@@ -201,8 +201,22 @@ static void settle(links *l, const frame_epoch *c, int sent)
         log_info("epoch %u: its confirmation, which settled epoch %u, did not reach this host "
                  "(overtaken by a newer lap, or a link broke); settling it now as the others did",
                  p.epoch, p.prev_epoch);
+        int waited_here = l->ep.waited.epoch != 0;
         epochs_settle_missed(&l->ep, &p);
         if (l->elastic && p.members) note_members(l, &p);
+        if ((p.flags & EPOCH_FLAG_INCOMPLETE) && !waited_here) {
+            /* Its verdict on the epoch's collectives was a waiting one's,
+             * which resized nothing, and only then did the ring resize
+             * (epoch.c, push_ready()): they end as that one said, as on
+             * every host that had it, and then the ring moves on. */
+            frame_epoch w = p;
+            w.flags &= (uint8_t) ~(EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
+            w.members = 0;
+            w.members_epoch = 0;
+            w.members_why[0] = '\0';
+            l->cb.on_settle(l->data, &w, LINKS_WAITING);
+        }
+        p.flags &= (uint8_t)~EPOCH_FLAG_INCOMPLETE;
         l->cb.on_settle(l->data, &p, LINKS_PASSED);
     }
     /* The ring's verdict on the last ready epoch, also if it waits: a

@@ -460,7 +460,9 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     rd_prior(&r, &out->waited);
     if (out->phase < EPOCH_BREAK || out->phase > EPOCH_LEAVE) r.bad = 1;
     if (out->flags & ~EPOCH_FLAGS_ALL) r.bad = 1;
-    if (p->flags & ~(EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED)) r.bad = 1;
+    if (p->flags & ~(EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE))
+        r.bad = 1;
+    if ((p->flags & EPOCH_FLAG_INCOMPLETE) && !(p->flags & EPOCH_FLAG_RESIZED)) r.bad = 1;
     /* A prior is of the epoch a lap settles, which came after the one it
      * settled; a waited settled that epoch, and came after it, waiting.
      * None is all zero. */

@@ -18,7 +18,7 @@
 #include "proto/summary.h"
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 8
+#define FRAME_VERSION 9
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -126,7 +126,11 @@ typedef enum {
 typedef struct {
     uint32_t epoch;      /* the CONFIRM's epoch; 0: none carried */
     uint32_t prev_epoch; /* the epoch it settled */
-    uint8_t flags;       /* the CONFIRM's DONE_UNKNOWN and RESIZED (waited: and INCOMPLETE) */
+    /* The CONFIRM's DONE_UNKNOWN and RESIZED; a waited's: and INCOMPLETE. A
+     * prior's INCOMPLETE (only with RESIZED): its verdict on prev_epoch's
+     * collectives is that of a waited that resized nothing, and RESIZED and
+     * the membership are the CONFIRM's own (epoch.c, push_ready()). */
+    uint8_t flags;
     int32_t code;
     uint64_t fail_seq;
     uint8_t fail_class;

@@ -169,6 +169,7 @@ typedef struct {
         uint32_t of, by; /* the epoch ended; the confirmation's epoch */
         int code;
         uint64_t fail_seq, done, top;
+        int resized; /* its collectives failed with a resize */
         char reason[FRAME_MAX_TEXT + 1];
     } ended[MAX_HOSTS][MAX_ENDED];
     int n_ended[MAX_HOSTS];
@@ -220,6 +221,7 @@ static void end_epoch(ring_sim *r, int h, uint32_t of, const frame_epoch *c)
     r->ended[h][i].fail_seq = c->fail_seq;
     r->ended[h][i].done = c->done;
     r->ended[h][i].top = c->top;
+    r->ended[h][i].resized = !!(c->flags & EPOCH_FLAG_RESIZED);
     snprintf(r->ended[h][i].reason, sizeof r->ended[h][i].reason, "%s", c->reason);
 }
 
@@ -228,6 +230,11 @@ static void settle(ring_sim *r, int h, const frame_epoch *c)
 {
     if (epochs_missed(&r->h[h], c)) {
         frame_epoch p = epochs_prior_confirm(&c->prior);
+        if ((p.flags & EPOCH_FLAG_INCOMPLETE) && !r->h[h].waited.epoch) {
+            frame_epoch w = p; /* a waiting one's verdict, then a resize */
+            w.flags &= (uint8_t) ~(EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
+            end_epoch(r, h, newest_ready(&r->h[h]), &w);
+        }
         end_epoch(r, h, newest_ready(&r->h[h]), &p);
         epochs_settle_missed(&r->h[h], &p);
         r->missed[h] = p;
@@ -877,6 +884,64 @@ Test(epoch, a_waiting_confirmation_lost_on_one_link_settles_alike_on_every_host)
             cr_assert(c->flags & EPOCH_FLAG_RESIZED);
             cr_assert_str_eq(c->members_why, was.members_why, "N=%d lost %d", n, lost);
         }
+    }
+}
+
+/*
+ * A host that missed both a confirmation that left the ring waiting (W: a
+ * rank left; no resize) and the one after it that closed over a host and
+ * made the ring ready (C) learns of both from the next lap's prior. Its
+ * collectives of the epoch W ended must end as W said on every other
+ * host, not with C's resize; then it moves to C's membership.
+ */
+Test(
+    epoch,
+    a_host_that_missed_a_waiting_confirmation_and_the_resize_after_it_ends_the_epoch_as_the_waiting_one_said)
+{
+    ring_sim r;
+    start_ring_of(&r, 5, 1);
+    uint32_t e = r.h[0].epoch;
+    for (int h = 0; h < 5; h++) {
+        epochs_submitted(&r.h[h], 3);
+        epochs_completed(&r.h[h], 2);
+    }
+    /* #2 fails on host 4, and a rank of host 3 leaves: host 4's RESET (W)
+     * leaves the ring waiting. Its CONFIRM reaches host 0 and is lost
+     * there: hosts 1, 2 and 3 miss it. */
+    epoch_failure f = {.code = RINGD_EMISMATCH, .seq = 2, .cls = EPOCH_CAUSE, .origin = 4};
+    snprintf(f.reason, sizeof f.reason, "#2 differs between ranks");
+    epochs_note_failure(&r.h[4], &f);
+    epochs_set_members(&r.h[3], 0, "rank 3 (pid 4243) on host h3 exited");
+    r.lose_confirm[0] = 1;
+    lap(&r, 4, EPOCH_RESET);
+    run(&r, 71);
+    cr_assert_eq(r.n_ended[4], 1);
+    cr_assert_eq(r.n_ended[1], 0, "host 1 missed W");
+    /* The rank is back; host 0 is out of reach: host 4's lap (C) closes
+     * over it and the ring is ready on 4 hosts. Its CONFIRM is lost after
+     * host 1: hosts 2 and 3 miss it too. */
+    epochs_set_members(&r.h[3], 1, "");
+    r.out = BIT(0);
+    epochs_note(&r.h[4], "h0 unreachable for 3 s");
+    r.lose_confirm[1] = 1;
+    lap(&r, 4, EPOCH_FORM);
+    run(&r, 73);
+    cr_assert(epochs_ready(&r.h[1]) && !epochs_ready(&r.h[2]));
+    /* Host 0 is back; the next lap takes it back and carries C's verdict. */
+    r.out = 0;
+    lap(&r, 4, EPOCH_FORM);
+    run(&r, 79);
+    assert_all_ready_in_one_epoch(&r);
+    for (int h = 0; h < 5; h++) {
+        int i = 0;
+        while (i < r.n_ended[h] && r.ended[h][i].of != e)
+            i++;
+        cr_assert_lt(i, r.n_ended[h], "host %d never ended epoch %u", h, e);
+        cr_assert_eq(r.ended[h][i].code, RINGD_EMISMATCH, "host %d", h);
+        cr_assert_str_eq(r.ended[h][i].reason, "#2 differs between ranks", "host %d", h);
+        cr_assert_eq(r.ended[h][i].done, 2, "host %d", h);
+        cr_assert_not(r.ended[h][i].resized,
+                      "host %d ended epoch %u with a resize, the others as W said", h, e);
     }
 }
 

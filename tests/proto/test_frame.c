@@ -1,5 +1,5 @@
 /*
- * test_frame.c - the peer frames of proto/frame.h (version 8), as specified
+ * test_frame.c - the peer frames of proto/frame.h (version 9), as specified
  * in proto/WIRE.md: layouts, flags, limits, and refusal of every
  * malformed input.
  */
@@ -318,8 +318,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 8);
-    cr_assert_eq(FRAME_VERSION, 8);
+    cr_assert_eq(h.version, 9);
+    cr_assert_eq(FRAME_VERSION, 9);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -624,7 +624,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 8, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 9, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -651,7 +651,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 8, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 9, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -677,7 +677,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 8, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 9, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -722,7 +722,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 8, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 9, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -782,7 +782,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
                                  .members_why = "h3 out"}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 8, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
+        0x52, 0x47, 0x4e, 0x44, 9, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 0, 0, 5,                                                 /* origin */
         EPOCH_RESET, 0x0b,                                          /* phase, flags */
@@ -849,7 +849,7 @@ Test(frame, commit_has_the_documented_byte_layout)
         .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 8, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        0x52, 0x47, 0x4e, 0x44, 9, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -883,7 +883,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 8, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 9, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -1504,12 +1504,25 @@ Test(frame, rejects_epoch_with_an_unknown_flag)
 
 Test(frame, rejects_epoch_whose_prior_has_a_flag_a_confirm_cannot_pass_on)
 {
-    /* A prior keeps only DONE_UNKNOWN and RESIZED of its CONFIRM: a ready
-     * epoch had no INCOMPLETE, and GONE is a RESET's. */
-    static const uint8_t good[] = {0, EPOCH_FLAG_DONE_UNKNOWN, EPOCH_FLAG_RESIZED,
-                                   EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED};
-    static const uint8_t bad[] = {
-        EPOCH_FLAG_GONE, EPOCH_FLAG_INCOMPLETE, 0x10, 0x20, 0x40, 0x80, 0xff};
+    /* A prior keeps only DONE_UNKNOWN and RESIZED of its CONFIRM (a ready
+     * epoch had no INCOMPLETE, and GONE is a RESET's), and INCOMPLETE with
+     * RESIZED: its verdict on the epoch before is a waited's that resized
+     * nothing (version 9). */
+    static const uint8_t good[] = {0,
+                                   EPOCH_FLAG_DONE_UNKNOWN,
+                                   EPOCH_FLAG_RESIZED,
+                                   EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED,
+                                   EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED,
+                                   EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED |
+                                       EPOCH_FLAG_DONE_UNKNOWN};
+    static const uint8_t bad[] = {EPOCH_FLAG_GONE,
+                                  EPOCH_FLAG_INCOMPLETE,
+                                  EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_DONE_UNKNOWN,
+                                  0x10,
+                                  0x20,
+                                  0x40,
+                                  0x80,
+                                  0xff};
     any_frame in = sample(FRAME_EPOCH), out;
     uint8_t buf[FRAME_BUF];
     frame_header h;
