@@ -9,6 +9,9 @@
  *             region of size x size x count elements; each rank copies out
  *             the block that every rank addressed to it.
  *
+ * count 0 returns at once, on every rank, without a collective: there is
+ * nothing to move, and the ranks stay in step all the same.
+ *
  * The staging region is shared memory listed among the client's regions
  * while the collective runs, so the daemon works in it in place; it then
  * goes back to the idle staging regions (shm.c) for reuse. Each composed
@@ -89,9 +92,9 @@ int ringd_gather(ringd_client *c, const void *input, void *buf, size_t count, ri
     if (!c) return RINGD_EINVAL;
     plan p;
     int rc = prepare(c, "gather", count, dtype, &root, 1, &p);
-    if (rc < 0) return rc;
+    if (rc < 0 || count == 0) return rc;
     int me = c->w.rank;
-    if (count > 0 && (!input || (me == root && !buf)))
+    if (!input || (me == root && !buf))
         return session_fail(&c->s, RINGD_EINVAL, "gather: %s is NULL with count %zu",
                             input ? "buf" : "input", count);
     struct region *r;
@@ -116,9 +119,9 @@ int ringd_scatter(ringd_client *c, const void *input, void *buf, size_t count, r
     if (!c) return RINGD_EINVAL;
     plan p;
     int rc = prepare(c, "scatter", count, dtype, &root, 1, &p);
-    if (rc < 0) return rc;
+    if (rc < 0 || count == 0) return rc;
     int me = c->w.rank;
-    if (count > 0 && (!buf || (me == root && !input)))
+    if (!buf || (me == root && !input))
         return session_fail(&c->s, RINGD_EINVAL, "scatter: %s is NULL with count %zu",
                             buf ? "input" : "buf", count);
     struct region *r;
@@ -141,8 +144,8 @@ int ringd_alltoall(ringd_client *c, const void *input, void *buf, size_t count, 
     if (!c) return RINGD_EINVAL;
     plan p;
     int rc = prepare(c, "alltoall", count, dtype, NULL, (size_t)c->w.size, &p);
-    if (rc < 0) return rc;
-    if (count > 0 && (!input || !buf))
+    if (rc < 0 || count == 0) return rc;
+    if (!input || !buf)
         return session_fail(&c->s, RINGD_EINVAL, "alltoall: %s is NULL with count %zu",
                             input ? "buf" : "input", count);
     size_t n = (size_t)c->w.size, me = (size_t)c->w.rank, row = p.block * n;

@@ -266,7 +266,8 @@ int ringd_ibarrier(ringd_client *c, ringd_request **req);
  * for alltoall) when two ranks of one host do. A root
  * outside [0, n) is RINGD_EINVAL before anything is sent, as are an unknown
  * dtype and a NULL buffer that the call needs (the other ranks then time
- * out). count 0 is a valid no-op. On error the output buffer is unspecified.
+ * out). count 0 is a valid no-op: after those checks it returns 0 at once,
+ * without a collective. On error the output buffer is unspecified.
  *
  * ringd_gather: every rank's input (count elements) goes to root, into buf
  * in rank order (n x count elements: rank i's at buf + i x count). buf is
