@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "region.h"
+#include "requests.h"
 #include "shm.h"
 
 /* What a composed collective needs of the underlying one. */
@@ -65,7 +66,7 @@ static int prepare(ringd_client *c, const char *what, size_t count, ringd_dtype 
 static int stage_take(ringd_client *c, const plan *p, struct region **out)
 {
     *out = NULL;
-    if (p->stage == 0) return 0;
+    if (c->s.broken) return requests_broken(c, p->what);
     int rc = shm_staging(c, p->stage, p->what, out);
     if (rc < 0) return rc;
     (*out)->next = c->regions;
@@ -76,7 +77,6 @@ static int stage_take(ringd_client *c, const plan *p, struct region **out)
 /* Takes r off the client's regions and keeps it for reuse as staging. */
 static void stage_give(ringd_client *c, struct region *r)
 {
-    if (!r) return;
     for (struct region **link = &c->regions; *link; link = &(*link)->next) {
         if (*link == r) {
             *link = r->next;
@@ -103,12 +103,12 @@ int ringd_gather(ringd_client *c, const void *input, void *buf, size_t count, ri
     snprintf(name, sizeof name, "gather to rank %d", root);
     ringd_collective coll = {.kind = RINGD_COLL_ALLGATHER,
                              .input = input,
-                             .buf = r ? r->base : NULL,
+                             .buf = r->base,
                              .count = count,
                              .dtype = dtype,
                              .name = name};
     rc = ringd_run(c, &coll);
-    if (rc == 0 && me == root && r) memcpy(buf, r->base, p.stage);
+    if (rc == 0 && me == root) memcpy(buf, r->base, p.stage);
     stage_give(c, r);
     return rc;
 }
@@ -126,15 +126,15 @@ int ringd_scatter(ringd_client *c, const void *input, void *buf, size_t count, r
                             buf ? "input" : "buf", count);
     struct region *r;
     if ((rc = stage_take(c, &p, &r)) < 0) return rc;
-    if (r && me == root) memcpy(r->base, input, p.stage);
+    if (me == root) memcpy(r->base, input, p.stage);
     ringd_collective coll = {.kind = RINGD_COLL_BROADCAST,
-                             .buf = r ? r->base : NULL,
+                             .buf = r->base,
                              .count = count * (size_t)c->w.size,
                              .dtype = dtype,
                              .root = root,
                              .name = "scatter"};
     rc = ringd_run(c, &coll);
-    if (rc == 0 && r) memmove(buf, (const uint8_t *)r->base + (size_t)me * p.block, p.block);
+    if (rc == 0) memmove(buf, (const uint8_t *)r->base + (size_t)me * p.block, p.block);
     stage_give(c, r);
     return rc;
 }
@@ -153,14 +153,14 @@ int ringd_alltoall(ringd_client *c, const void *input, void *buf, size_t count, 
     if ((rc = stage_take(c, &p, &r)) < 0) return rc;
     /* This rank's whole input goes in place as its block of the allgather,
      * so input may be buf itself. */
-    if (r) memcpy((uint8_t *)r->base + me * row, input, row);
+    memcpy((uint8_t *)r->base + me * row, input, row);
     ringd_collective coll = {.kind = RINGD_COLL_ALLGATHER,
-                             .buf = r ? r->base : NULL,
+                             .buf = r->base,
                              .count = count * n,
                              .dtype = dtype,
                              .name = "alltoall"};
     rc = ringd_run(c, &coll);
-    for (size_t i = 0; rc == 0 && r && i < n; i++)
+    for (size_t i = 0; rc == 0 && i < n; i++)
         memcpy((uint8_t *)buf + i * p.block, (const uint8_t *)r->base + i * row + me * p.block,
                p.block);
     stage_give(c, r);
