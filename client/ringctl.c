@@ -7,6 +7,7 @@
  *   ringctl [--socket PATH] leave | join
  *   ringctl [--socket PATH] allreduce [--count N] [--dtype T] [--op O] ...
  *   ringctl [--socket PATH] broadcast | allgather | reduce_scatter | barrier ...
+ *   ringctl [--socket PATH] gather | scatter | alltoall ...
  *   ringctl checkpoints [--sizes] DIR
  *   ringctl --version
  *
@@ -38,8 +39,8 @@
 #include "session.h"
 
 #define COMMAND_NAMES                                                                              \
-    "status, report, leave, join, allreduce, broadcast, allgather, reduce_scatter, barrier "       \
-    "or checkpoints"
+    "status, report, leave, join, allreduce, broadcast, allgather, reduce_scatter, barrier, "      \
+    "gather, scatter, alltoall or checkpoints"
 
 static const char usage_main[] =
     "Usage: ringctl [--socket PATH] COMMAND [OPTIONS]\n"
@@ -58,6 +59,10 @@ static const char usage_main[] =
     "  allgather       the same for allgathers\n"
     "  reduce_scatter  the same for reduce-scatters\n"
     "  barrier         time barriers as one rank; print the median latency\n"
+    "  gather          run and verify gathers to one rank (libringd composes\n"
+    "                  them from an allgather); print the median time\n"
+    "  scatter         the same for scatters from one rank (from a broadcast)\n"
+    "  alltoall        the same for all-to-alls (from an allgather)\n"
     "  checkpoints     list the steps of a ringd.checkpoint directory, and which\n"
     "                  are complete\n"
     "\n"

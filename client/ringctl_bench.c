@@ -1,6 +1,9 @@
 /*
  * ringctl_bench.c - ringctl's collective commands: allreduce, broadcast,
- * allgather, reduce_scatter and barrier. Each makes this process a rank like
+ * allgather, reduce_scatter and barrier, and gather, scatter and alltoall
+ * (composed by libringd from allgather and broadcast; their data is the
+ * check case of the collective they are built on, of which each rank takes
+ * its part). Each makes this process a rank like
  * any training process: it joins the ring through the public API, runs W
  * warm-up and K timed collectives in place, checks every result against
  * values computed locally (check.h), and reports the median time and
@@ -104,13 +107,62 @@ static const char usage_barrier[] =
     "  -i, --iters K      timed iterations, 1 to 1000000 (default 100)\n"
     "  -w, --warmup W     untimed iterations first, 0 to 1000000 (default 1)\n" HELP_END;
 
+static const char usage_gather[] =
+    "Usage: ringctl [--socket PATH] gather [OPTIONS]\n"
+    "\n" HELP_JOIN "\n"
+    "Each rank contributes N elements and the root gets every rank's, n x N in\n"
+    "rank order; every element is checked on the root. ringd_gather() is an\n"
+    "allgather into a staging buffer. On success one line gives the median time\n"
+    "and the algorithm bandwidth (n x N x element size / time), in MB/s = 1e6 B/s.\n"
+    "\n"
+    "Options:\n"
+    "  -n, --count N      elements per rank; the root gets n x N (default 1048576)\n" HELP_DTYPE
+    "  -r, --root R       the rank that gets every rank's elements (default 0)\n"
+    "  -i, --iters K      timed iterations, 1 to 1000000 (default 5)\n"
+    "  -w, --warmup W     untimed iterations first, 0 to 1000000 (default 1)\n" HELP_END;
+
+static const char usage_scatter[] =
+    "Usage: ringctl [--socket PATH] scatter [OPTIONS]\n"
+    "\n" HELP_JOIN "\n"
+    "The root holds n x N elements and rank i gets its block i, N elements; every\n"
+    "element is checked. ringd_scatter() is a broadcast of the root's n x N. On\n"
+    "success one line gives the median time and the algorithm bandwidth (n x N x\n"
+    "element size / time), in MB/s = 1e6 B/s.\n"
+    "\n"
+    "Options:\n"
+    "  -n, --count N      elements each rank gets; the root holds n x N\n"
+    "                     (default 1048576)\n" HELP_DTYPE
+    "  -r, --root R       the rank whose elements are scattered (default 0)\n"
+    "  -i, --iters K      timed iterations, 1 to 1000000 (default 5)\n"
+    "  -w, --warmup W     untimed iterations first, 0 to 1000000 (default 1)\n" HELP_END;
+
+static const char usage_alltoall[] =
+    "Usage: ringctl [--socket PATH] alltoall [OPTIONS]\n"
+    "\n" HELP_JOIN "\n"
+    "Each rank holds n blocks of N elements, block j for rank j, and gets block i\n"
+    "of every rank i's, n x N in rank order; every element is checked.\n"
+    "ringd_alltoall() is an allgather of every rank's n x N: n times the memory\n"
+    "and about twice the traffic of a true all-to-all. On success one line gives\n"
+    "the median time and the algorithm bandwidth (n x N x element size / time),\n"
+    "in MB/s = 1e6 B/s.\n"
+    "\n"
+    "Options:\n"
+    "  -n, --count N      elements per block; each rank sends and gets n x N\n"
+    "                     (default 1048576)\n" HELP_DTYPE
+    "  -i, --iters K      timed iterations, 1 to 1000000 (default 5)\n"
+    "  -w, --warmup W     untimed iterations first, 0 to 1000000 (default 1)\n" HELP_END;
+
+/* The collectives libringd composes from the ring's (ringd_gather(), ...). */
+typedef enum { COMPOSED_NONE, COMPOSED_GATHER, COMPOSED_SCATTER, COMPOSED_ALLTOALL } composed;
+
 /* One collective command: which options it takes and their defaults. */
 struct bench_cmd {
-    const char *name; /* the command, and the collective in messages */
-    ringd_coll kind;
+    const char *name;  /* the command, and the collective in messages */
+    ringd_coll kind;   /* composed: the collective it is built on */
     const char *flags; /* the short options of coll_opts that it takes */
     uint64_t count, iters;
     const char *usage;
+    composed composed;
 };
 
 static const struct option coll_opts[] = {
@@ -127,6 +179,9 @@ static const bench_cmd commands[] = {
     {"allgather", RINGD_COLL_ALLGATHER, "ntiwcqsh", 1048576, 5, usage_allgather},
     {"reduce_scatter", RINGD_COLL_REDUCE_SCATTER, "ntoiwcqsh", 1048576, 5, usage_reduce_scatter},
     {"barrier", RINGD_COLL_BARRIER, "iwqsh", 0, 100, usage_barrier},
+    {"gather", RINGD_COLL_ALLGATHER, "ntriwqsh", 1048576, 5, usage_gather, COMPOSED_GATHER},
+    {"scatter", RINGD_COLL_BROADCAST, "ntriwqsh", 1048576, 5, usage_scatter, COMPOSED_SCATTER},
+    {"alltoall", RINGD_COLL_ALLGATHER, "ntiwqsh", 1048576, 5, usage_alltoall, COMPOSED_ALLTOALL},
 };
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -261,6 +316,100 @@ static int run_iterations(ringd_client *c, const bench_opts *o, const check_case
     return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
+/* Runs the warm-up and timed iterations of gather, scatter or alltoall
+ * (o->cmd->composed). The check case of the collective each is built on
+ * gives every rank's input and what the ranks hold together at the end: an
+ * allgather of N per rank (gather), a broadcast of n x N (scatter), an
+ * allgather of n x N per rank (alltoall); each rank takes its part of it.
+ * Returns an exit status. */
+static int run_composed(ringd_client *c, const bench_opts *o, check_case *k)
+{
+    const char *name = o->cmd->name;
+    composed how = o->cmd->composed;
+    size_t n = (size_t)k->n, me = (size_t)k->rank, esize = ringd_dtype_size(o->dtype);
+    size_t count = o->count, blocks = how == COMPOSED_ALLTOALL ? n * n : n;
+    if (count > SIZE_MAX / esize / blocks) {
+        fprintf(stderr, "ringctl: %s: %" PRIu64 " x %s x %zu blocks does not fit in memory\n", name,
+                o->count, ringd_dtype_name(o->dtype), blocks);
+        return EXIT_FAIL;
+    }
+    k->count = how == COMPOSED_GATHER ? count : n * count;
+    size_t all = check_buf_len(k) * esize, block = count * esize;
+    size_t got_len = how == COMPOSED_SCATTER ? count : n * count;
+    uint8_t *init = malloc(all ? all : 1), *want = malloc(all ? all : 1);
+    uint8_t *mine = malloc(got_len ? got_len * esize : 1), *buf = malloc(got_len * esize + 1);
+    double *times = malloc(o->iters * sizeof *times);
+    int status = EXIT_FAIL;
+    if (!init || !want || !mine || !buf || !times) {
+        fprintf(stderr, "ringctl: out of memory for %zu-byte buffers\n", all);
+        goto out;
+    }
+    check_fill_case(k, init, want);
+    /* What this rank submits, and what it must get in buf (mine). */
+    const void *input = how == COMPOSED_GATHER    ? init + me * block
+                        : how == COMPOSED_SCATTER ? (me == (size_t)o->root ? init : NULL)
+                                                  : init + me * n * block;
+    if (how == COMPOSED_GATHER)
+        memcpy(mine, want, n * block);
+    else if (how == COMPOSED_SCATTER)
+        memcpy(mine, want + me * block, block);
+    else
+        for (size_t j = 0; j < n; j++)
+            memcpy(mine + j * block, want + (j * n + me) * block, block);
+    int checked = how != COMPOSED_GATHER || me == (size_t)o->root;
+    uint64_t total = o->warmup + o->iters;
+    for (uint64_t it = 0; it < total; it++) {
+        memset(buf, 0xee, got_len * esize);
+        double t0 = now_ms();
+        int rc = how == COMPOSED_GATHER
+                     ? ringd_gather(c, input, checked ? buf : NULL, count, o->dtype, o->root)
+                 : how == COMPOSED_SCATTER ? ringd_scatter(c, input, buf, count, o->dtype, o->root)
+                                           : ringd_alltoall(c, input, buf, count, o->dtype);
+        double t = now_ms() - t0;
+        if (rc < 0) {
+            fprintf(stderr, "ringctl: %s %" PRIu64 " of %" PRIu64 " failed: %s (%s)\n", name,
+                    it + 1, total, ringd_last_error(c), ringd_errname(rc));
+            goto out;
+        }
+        if (it >= o->warmup) times[it - o->warmup] = t;
+        size_t bad = checked ? check_first_wrong(o->dtype, buf, mine, got_len) : got_len;
+        if (bad < got_len) {
+            char e[64], g[64], from[96] = "";
+            check_show(o->dtype, mine, bad, e, sizeof e);
+            check_show(o->dtype, buf, bad, g, sizeof g);
+            if (how != COMPOSED_SCATTER)
+                snprintf(from, sizeof from, " (element %zu of rank %zu's block)", bad % count,
+                         bad / count);
+            fprintf(stderr,
+                    "ringctl: %s %" PRIu64 " of %" PRIu64
+                    ": wrong result at index %zu%s: expected %s, got %s (rank %d of %d)\n",
+                    name, it + 1, total, bad, from, e, g, k->rank, k->n);
+            goto out;
+        }
+    }
+    qsort(times, o->iters, sizeof *times, cmp_double);
+    double med =
+        o->iters % 2 ? times[o->iters / 2] : (times[o->iters / 2 - 1] + times[o->iters / 2]) / 2;
+    if (!o->quiet) {
+        printf("%s %" PRIu64 " x %s%s", name, o->count, ringd_dtype_name(o->dtype),
+               how == COMPOSED_ALLTOALL ? " per block" : " per rank");
+        if (how == COMPOSED_GATHER) printf(" to rank %d", o->root);
+        if (how == COMPOSED_SCATTER) printf(" from rank %d", o->root);
+        printf(", %d rank%s: ok, ", k->n, k->n == 1 ? "" : "s");
+        print_ms("median", med);
+        double algbw = med > 0 ? (double)(n * block) / (med / 1e3) / 1e6 : 0;
+        printf(", algbw %.1f MB/s\n", algbw);
+    }
+    status = fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+out:
+    free(init);
+    free(want);
+    free(mine);
+    free(buf);
+    free(times);
+    return status;
+}
+
 /* Joins the ring, prepares the buffers of o's collective and runs it. */
 static int bench(const bench_opts *o)
 {
@@ -283,6 +432,10 @@ static int bench(const bench_opts *o)
     if (o->root >= k.n) {
         status = ringctl_usage_error(o->cmd->name, "--root %d: the ring has %d rank%s (0..%d)",
                                      o->root, k.n, k.n == 1 ? "" : "s", k.n - 1);
+        goto out;
+    }
+    if (o->cmd->composed != COMPOSED_NONE) {
+        status = run_composed(c, o, &k);
         goto out;
     }
     if (per_rank(k.kind) && o->count > SIZE_MAX / esize / (size_t)k.n) {

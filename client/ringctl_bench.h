@@ -1,7 +1,7 @@
 /*
  * ringctl_bench.h - ringctl's collective commands (ringctl_bench.c):
- * allreduce, broadcast, allgather, reduce_scatter and barrier, each run as
- * one rank, verified and timed.
+ * allreduce, broadcast, allgather, reduce_scatter and barrier, and gather,
+ * scatter and alltoall, each run as one rank, verified and timed.
  */
 #ifndef RINGD_CLIENT_RINGCTL_BENCH_H
 #define RINGD_CLIENT_RINGCTL_BENCH_H

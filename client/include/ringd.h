@@ -248,6 +248,50 @@ int ringd_ireduce_scatter(ringd_client *c, const void *input, void *buf, size_t 
                           ringd_dtype dtype, ringd_op op, ringd_request **req);
 int ringd_ibarrier(ringd_client *c, ringd_request **req);
 
+/* Gather, scatter and all-to-all, composed in the library from the ring's
+ * collectives above (the daemon has no collective of their own). Blocking
+ * only: there are no ringd_i* forms, and they may not be described in a
+ * ringd_collective. Each runs its collective in a shared staging region the
+ * library owns (the daemon works in it in place) and copies the caller's
+ * part out; the region is kept for reuse and freed by ringd_close(), also
+ * on every error. Their rules are those of the collectives: every rank makes
+ * the same sequence of calls with the same count, dtype and root; a
+ * difference fails on every rank with RINGD_EMISMATCH, and the message names
+ * the underlying collective and the composed one ('allgather "gather to rank
+ * 2" #7 differs between ranks: host b (rank 3) has allgather of 396 x
+ * float32, host a (rank 0) has allgather of 400 x float32'). The counts in
+ * it are the underlying collective's, not count: its whole buffer (n x count
+ * for gather and scatter, n x n x count for alltoall, n = ringd_size()) when
+ * hosts differ, an allgather's count per rank (count for gather, n x count
+ * for alltoall) when two ranks of one host do. A root
+ * outside [0, n) is RINGD_EINVAL before anything is sent, as are an unknown
+ * dtype and a NULL buffer that the call needs (the other ranks then time
+ * out). count 0 is a valid no-op: after those checks it returns 0 at once,
+ * without a collective. On error the output buffer is unspecified.
+ *
+ * ringd_gather: every rank's input (count elements) goes to root, into buf
+ * in rank order (n x count elements: rank i's at buf + i x count). buf is
+ * only written on root and may be NULL elsewhere. Memory: one staging buffer
+ * of n x count elements per rank; traffic: that of an allgather.
+ *
+ * ringd_scatter: root's input (n x count elements; ignored, and may be NULL,
+ * on other ranks) is cut into n blocks, and rank i gets block i in buf
+ * (count elements). Runs as a broadcast of root's whole input: memory n x
+ * count elements per rank, traffic a broadcast of n x count elements.
+ *
+ * ringd_alltoall: every rank's input is n x count elements, block j for
+ * rank j; rank i's buf (n x count elements) gets block i of rank j's input
+ * at buf + j x count. input may be buf. Runs as an allgather of every rank's
+ * whole input: each rank holds n x n x count elements of staging (n times
+ * the memory of a true all-to-all), and on the one-way ring every block
+ * travels the whole way round (n - 1 hops against n / 2 on average), about twice the traffic of a
+ * true all-to-all. */
+int ringd_gather(ringd_client *c, const void *input, void *buf, size_t count, ringd_dtype dtype,
+                 int root);
+int ringd_scatter(ringd_client *c, const void *input, void *buf, size_t count, ringd_dtype dtype,
+                  int root);
+int ringd_alltoall(ringd_client *c, const void *input, void *buf, size_t count, ringd_dtype dtype);
+
 /* The membership of the ring, for ringd_membership(). */
 typedef struct {
     uint32_t epoch;           /* the ring epoch the membership was agreed in */

@@ -623,7 +623,10 @@ Test(ringctl, collective_commands_refuse_bad_and_foreign_flags_with_status_2)
     USAGE_ERROR("--warmup: expected 0 to 1000000", "allgather", "--warmup", "-3");
     USAGE_ERROR("unexpected argument 'now'", "barrier", "now");
     USAGE_ERROR("Try 'ringctl reduce_scatter --help'", "reduce_scatter", "--bogus");
-    USAGE_ERROR("unknown command 'gather'", "gather");
+    USAGE_ERROR("gather does not take --copy", "gather", "--copy");
+    USAGE_ERROR("alltoall does not take --root", "alltoall", "--root", "1");
+    USAGE_ERROR("scatter does not take --op", "scatter", "--op", "sum");
+    USAGE_ERROR("unknown command 'gatherv'", "gatherv");
     cr_assert_eq(fake_join(&F), 0);
     cr_assert_eq(F.sessions, 0, "a usage error connected to the daemon");
 }
@@ -676,6 +679,12 @@ Test(ringctl, help_lists_every_collective_and_each_documents_its_own_flags)
          {"--count", "--dtype", "--op", "--iters", "--warmup", "--copy", "--quiet", "--socket",
           "--help"}},
         {"barrier", {"--iters", "--warmup", "--quiet", "--socket", "--help"}},
+        {"gather",
+         {"--count", "--dtype", "--root", "--iters", "--warmup", "--quiet", "--socket", "--help"}},
+        {"scatter",
+         {"--count", "--dtype", "--root", "--iters", "--warmup", "--quiet", "--socket", "--help"}},
+        {"alltoall",
+         {"--count", "--dtype", "--iters", "--warmup", "--quiet", "--socket", "--help"}},
     };
     static const char *const all[] = {"--count",  "--dtype", "--op",    "--root",   "--iters",
                                       "--warmup", "--copy",  "--quiet", "--socket", "--help"};

@@ -893,6 +893,112 @@ class Connection:
             array, op, weight, out, dtype, name, timeout, wire=wire_dtype
         )
 
+    # ---- composed in libringd (blocking only) ----
+
+    def _composed(self, fn, what, *args):
+        """Runs libringd's blocking fn (ringd_gather, ...) on this client."""
+        state = self._state
+        with state.lock:
+            state.check(what)
+            state.flush()
+            rc = getattr(state.lib.c, fn)(state.ptr, *args)
+            if rc < 0:
+                state.refresh_place()  # before anybody hears of a ResizedError
+                raise state.lib.error(rc, state.ptr)
+
+    def _blocks_of(self, src, what):
+        """The shape of one of the size blocks src's first axis splits into."""
+        if src.ndim == 0 or src.shape[0] % self.size:
+            raise ValueError(
+                f"{what}: the first axis ({src.shape[0] if src.ndim else 'none'}) must split "
+                f"into {self.size} equal blocks, one per rank"
+            )
+        return (src.shape[0] // self.size,) + src.shape[1:]
+
+    def gather(self, array, root=0, *, out=None, dtype=None):
+        """Every rank's array, stacked along a new first axis in rank order, on
+        the root: a new array of shape (size,) + array.shape, or out; None on
+        the other ranks (which pass no out). An allgather into a staging
+        buffer of libringd (ringd.h, ringd_gather). Blocking only."""
+        what = "gather"
+        src = np.ascontiguousarray(array)
+        code = _array_code(src, dtype, what)
+        work = copy_back = None
+        if self.rank == int(root):
+            out, work, copy_back = self._out_array(out, (self.size,) + src.shape, src.dtype, what)
+        elif out is not None:
+            raise ValueError(f"{what}: only the root, rank {root}, passes out=")
+        self._composed(
+            "ringd_gather", what, src.ctypes.data, None if work is None else work.ctypes.data,
+            src.size, code, int(root),
+        )
+        if copy_back:
+            copy_back()
+        return out
+
+    def scatter(self, array, root=0, *, out=None, shape=None, dtype=None):
+        """Block `rank` of the root's array, split along its first axis into
+        size equal blocks: a new array of shape (array.shape[0] // size,) +
+        array.shape[1:], or out. The other ranks pass None for array and say
+        what they get: out=, or shape= and dtype= (default float32; dtype
+        "bfloat16" gives uint16 bit patterns). A broadcast of the root's
+        whole array (ringd.h, ringd_scatter). Blocking only."""
+        what = "scatter"
+        if self.rank == int(root):
+            if array is None:
+                raise ValueError(f"{what}: the root, rank {root}, passes the array to scatter")
+            src = np.ascontiguousarray(array)
+            code = _array_code(src, dtype, what)
+            block, npdt = self._blocks_of(src, what), src.dtype
+        else:
+            if array is not None:
+                raise ValueError(f"{what}: only the root, rank {root}, passes an array")
+            src = None
+            if out is not None:
+                if not isinstance(out, np.ndarray):
+                    raise TypeError(
+                        f"{what}: out must be a numpy.ndarray, got {type(out).__name__}"
+                    )
+                block, npdt = out.shape, out.dtype
+                code = _array_code(out, dtype, what)
+            elif shape is not None:
+                block = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+                npdt = numpy_dtype(np.float32 if dtype is None else dtype)
+                code = dtype_code(np.float32 if dtype is None else dtype)
+            else:
+                raise ValueError(
+                    f"{what}: rank {self.rank} is not the root: pass out= or shape= "
+                    "(and dtype=) for the block it gets"
+                )
+        out, work, copy_back = self._out_array(out, block, npdt, what)
+        self._composed(
+            "ringd_scatter", what, None if src is None else src.ctypes.data, work.ctypes.data,
+            work.size, code, int(root),
+        )
+        if copy_back:
+            copy_back()
+        return out
+
+    def alltoall(self, array, *, out=None, dtype=None):
+        """Splits array along its first axis into size equal blocks, block j
+        for rank j, and returns what every rank sent this one: an array of
+        array's shape (or out) whose block i is block `rank` of rank i's
+        array. An allgather of every rank's whole array: size times the
+        memory and about twice the traffic of a true all-to-all (ringd.h,
+        ringd_alltoall). Blocking only."""
+        what = "alltoall"
+        src = np.ascontiguousarray(array)
+        code = _array_code(src, dtype, what)
+        block = self._blocks_of(src, what)
+        out, work, copy_back = self._out_array(out, src.shape, src.dtype, what)
+        self._composed(
+            "ringd_alltoall", what, src.ctypes.data, work.ctypes.data,
+            int(np.prod(block, dtype=np.int64)), code,
+        )
+        if copy_back:
+            copy_back()
+        return out
+
     def barrier(self, *, name=None, timeout=None):
         """Returns once every rank has entered the barrier."""
         self.barrier_async(name=name, timeout=timeout).wait()
