@@ -121,6 +121,10 @@ void ring_advance(ring *r);
 /* ring_outcome.c: how collectives end. */
 /* Completes the oldest running collective, finished here (ring_advance()). */
 void ring_complete(ring *r);
+
+/* Sends the COMMIT due now rather than at the end of the loop's turn: before
+ * the first DATA of a collective, which must not pass it (ring_outcome.c). */
+void ring_flush_commit(ring *r);
 /* Says what a collective past its deadline was waiting for (NULL: one that
  * has not started). */
 void ring_describe_wait(const ring *r, const active *a, char *out, size_t len);

@@ -223,6 +223,7 @@ static uint64_t job_bytes(const job *j)
 /* Starts the first waiting job: its seq is the next one. */
 void ring_start_next(ring *r)
 {
+    ring_flush_commit(r); /* before any of its DATA */
     active *a = ring_slot(r, r->n_act++);
     uint64_t *recv_off = a->recv_off;
     int32_t *delta_us = a->delta_us;

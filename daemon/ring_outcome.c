@@ -121,6 +121,16 @@ static void on_commit_due(uv_idle_t *h)
 {
     ring *r = h->data;
     uv_idle_stop(h);
+    ring_flush_commit(r);
+}
+
+/* A COMMIT may tell the next host that the collective its ranks wait for is
+ * done everywhere. The DATA of the next collective, which a rank here may
+ * submit as soon as it has that answer, must come after it on the link:
+ * that host, whose ranks have not submitted it yet, stops reading the link
+ * at that DATA, and would never read the COMMIT behind it. */
+void ring_flush_commit(ring *r)
+{
     if (!r->commit_due || !links_ready(r->links)) return;
     r->commit_due = 0;
     static frame_commit c; /* 8 KiB: not on the stack */

@@ -455,6 +455,49 @@ Test(mismatch, a_process_that_never_comes_gives_a_timeout_naming_it)
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
+/* ---- confirmations ---- */
+
+#define IN_TURN 300
+
+/* Each rank alternates an empty allgather, which completes on a host as it
+ * starts, and a small allreduce. A host whose ranks have the empty one's
+ * answer at once sends the allreduce's data right away: it must not pass
+ * the COMMIT that tells the next host every host completed the empty one,
+ * or that host, still waiting for it, holds its left link on the data and
+ * never reads the COMMIT behind it (both wait until collective_timeout). */
+static int empty_and_small_in_turn(int idx, void *arg)
+{
+    job *j = arg;
+    ringd_client *c = connect_rank(j, idx);
+    if (!c) return -1;
+    int r = ringd_rank(c), n = ringd_size(c);
+    float x[16], none[1];
+    for (int it = 0; it < IN_TURN && !atomic_load(&j->failures); it++) {
+        int rc = ringd_allgather(c, none, none, 0, RINGD_FLOAT32);
+        for (int i = 0; rc == 0 && i < 16; i++)
+            x[i] = (float)(r * 1000 + it * 16 + i);
+        if (rc == 0) rc = ringd_allreduce(c, x, 16, RINGD_FLOAT32, RINGD_SUM);
+        if (rc != 0) {
+            job_fail(j, "rank %d, round %d: %s: %s", r, it, ringd_errname(rc), ringd_last_error(c));
+            break;
+        }
+        for (int i = 0; i < 16; i++) {
+            float want = (float)(1000 * n * (n - 1) / 2 + n * (it * 16 + i));
+            if (x[i] != want) {
+                job_fail(j, "rank %d, round %d, element %d: %g, want %g", r, it, i, x[i], want);
+                break;
+            }
+        }
+    }
+    ringd_close(c);
+    return atomic_load(&j->failures) ? -1 : 0;
+}
+
+Test(collectives, an_empty_collective_answered_at_once_never_waits_behind_the_next_ones_data)
+{
+    run(4, 1, 0, empty_and_small_in_turn, "collective_timeout: 5s\n", "in-turn");
+}
+
 /* ---- fusion ---- */
 
 #define FUSE_N 60
