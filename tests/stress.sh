@@ -3,7 +3,8 @@
 # tests run one after another, each with a fresh seed, until MINUTES have
 # passed. A run fails on what its test asserts (a mixed sum, a split
 # outcome, a wrong sum, a call past its deadline plus the test's margin) or
-# if it hangs; each failure prints the command that replays it.
+# if it hangs; each failure prints the command that replays it (and a failed
+# Python run keeps its daemons' and ranks' logs: BUILD/stress/RUN-TEST.files).
 #
 #   tests/stress.sh MINUTES           the normal build ($RINGD_BUILD_DIR, default build/)
 #   tests/stress.sh MINUTES --asan    the sanitized one (default build-asan/)
@@ -66,7 +67,7 @@ for t in json.load(sys.stdin)["tests"]:
             print(" ".join(shlex.quote(v) for v in p["value"]))')
 [ -n "$elastic_env" ] || { echo "stress: no test_elastic in $dir" >&2; exit 2; }
 names=(outcomes faults faults_2_streams elastic one_outcome)
-command_of() { # name seed chaos-seconds: the command line that runs it
+command_of() { # name seed chaos-seconds files: the command line that runs it
     local env="RINGD_TEST_SEED=$2 RINGD_CHAOS_MS=$(($3 * 1000))"
     case $1 in
     outcomes)
@@ -80,11 +81,11 @@ command_of() { # name seed chaos-seconds: the command line that runs it
              "--filter 'faults/the_same_chaos_over_2_tcp_streams_per_link'" ;;
     elastic)
         echo "env $elastic_env RINGD_TEST_SEED=$2 RINGD_ELASTIC_CHAOS_S=$3" \
-             "/usr/bin/python3 -m pytest -q -s -p no:cacheprovider" \
+             "/usr/bin/python3 -m pytest -q -s -p no:cacheprovider --basetemp=$4" \
              "$root/tests/elastic/test_elastic.py -k test_a_minute_of_random_kills_and_returns" ;;
     one_outcome) # a host frozen past evict_after 20 times, then restarted 6 (about 2.5 min)
         echo "env $elastic_env RINGD_TEST_SEED=$2" \
-             "/usr/bin/python3 -m pytest -q -s -p no:cacheprovider" \
+             "/usr/bin/python3 -m pytest -q -s -p no:cacheprovider --basetemp=$4" \
              "$root/tests/elastic/test_one_outcome.py -k 'frozen or restarted'" ;;
     esac
 }
@@ -94,6 +95,8 @@ why_failed() { # log exit-status
     elif grep -q "mixed sum" "$1"; then echo "a mixed sum"
     elif grep -Eq "got OK for a collective|different results for one collective|a success on one and an error on another" "$1"; then
         echo "a split outcome"
+    elif grep -Eq "step [0-9]+ ran on hosts" "$1"; then
+        echo "a split outcome (one step ran on two sets of hosts)"
     elif grep -q "different outcomes" "$1"; then echo "different errors for one call"
     elif grep -Eq "a call took [0-9]+ ms|'deadline'" "$1"; then
         echo "a call past its deadline and margin"
@@ -132,8 +135,9 @@ while :; do
     n=$((n + 1))
     seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
     secs=$((left < chaos_s ? (left < 10 ? 10 : left) : chaos_s))
-    cmd=$(command_of "$name" "$seed" "$secs")
     log=$logs/$n-$name.log
+    files=$logs/$n-$name.files # pytest's: the daemons' and the ranks' logs
+    cmd=$(command_of "$name" "$seed" "$secs" "$files")
     read -r l1 l5 l15 _ </proc/loadavg
     echo "stress: run $n: $name seed $seed (${secs} s of chaos), load $l1 $l5 $l15"
     t0=$(date +%s)
@@ -145,6 +149,7 @@ while :; do
     read -r l1 l5 l15 _ </proc/loadavg
     if [ $rc = 0 ]; then
         passed=$((passed + 1))
+        rm -rf "$files"
         echo "stress: run $n: $name seed $seed passed in $(($(date +%s) - t0)) s, load $l1 $l5 $l15"
     else
         failed=$((failed + 1))
@@ -155,6 +160,7 @@ while :; do
         echo "  $cmd"
         echo "stress: the last lines of $log:"
         tail -n 40 "$log" | sed 's/^/  | /'
+        [ -d "$files" ] && echo "stress: the daemons' and the ranks' logs of that run are in $files"
     fi
 done
 echo "stress: $passed passed, $failed failed"
