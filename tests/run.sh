@@ -55,10 +55,11 @@ configure() { # build-dir cmake-options...
 run_ctest() { # build-dir ctest-options...
     local dir=$1; shift
     echo "== test $dir $*"
-    # test_nemesis (label nemesis) finds defects of the elastic ring that are
-    # still open in most runs (tests/FAULTS.md, "The nemesis"): run it alone,
-    # ctest -L nemesis, until they are fixed.
-    echo "== not run: test_nemesis (open defects, tests/FAULTS.md; ctest -L nemesis runs it)"
+    # test_nemesis (label nemesis): five hosts on a testbed of their own under
+    # random faults for minutes; the defects it found are fixed (tests/FAULTS.md,
+    # "The nemesis"). It stays out of the suite for CI's time: run it alone,
+    # ctest -L nemesis (RINGD_NEMESIS_S sets its length).
+    echo "== not run: test_nemesis (minutes of its own testbed; ctest -L nemesis runs it)"
     (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 1500 -j "$test_jobs" \
         -LE nemesis "$@")
 }
