@@ -717,7 +717,7 @@ static void on_link_control(void *owner, peer *p, const frame_header *h, const u
         if (l->cb.on_report) l->cb.on_report(l->data, &rp);
         return;
     }
-    static frame_commit c; /* 8 KiB: not on the stack */
+    static frame_commit c; /* 16 KiB: not on the stack */
     if (frame_decode_commit(h, body, &c) < 0 || c.n > l->n) {
         peer_reset(l->left, "malformed COMMIT frame");
         return;
@@ -985,12 +985,11 @@ int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void 
     return peer_send_data(l->right, d, l->ep.epoch, payload, ctx);
 }
 
-int links_send_commit(links *l, const frame_commit *c)
+int links_send_commit(links *l, frame_commit *c)
 {
     static uint8_t buf[FRAME_HEADER_SIZE + FRAME_MAX_COMMIT_BODY];
-    frame_commit stamped = *c;
-    stamped.epoch = l->ep.epoch;
-    int n = frame_encode_commit(buf, sizeof buf, &stamped);
+    c->epoch = l->ep.epoch;
+    int n = frame_encode_commit(buf, sizeof buf, c);
     if (n < 0) return RINGD_EINVAL;
     return peer_send_control(l->right, buf, (size_t)n) < 0 ? RINGD_ERING : 0;
 }

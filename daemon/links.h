@@ -107,9 +107,9 @@ void links_reset(links *l, const char *why);
  * Returns 0 or RINGD_ERING. */
 int links_send_data(links *l, const frame_data *d, const uint8_t *payload, void *ctx);
 
-/* Sends a COMMIT, stamped with the epoch, on the right link behind the
+/* Sends a COMMIT, stamped here with the epoch, on the right link behind the
  * frames already queued. Returns 0 or RINGD_ERING. */
-int links_send_commit(links *l, const frame_commit *c);
+int links_send_commit(links *l, frame_commit *c);
 
 /* Sends a REPORT (part p of a host's summary) on the right link behind the
  * frames already queued. Returns 0 or RINGD_ERING (the link is not up). */

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "commit.h"
 #include "engine.h"
 #include "links.h"
 #include "schedule.h"
@@ -64,11 +65,10 @@ typedef struct {
                             32 MiB would be faulted in page by page */
     size_t wire_spare_cap;
     uint32_t epoch; /* the links' epoch: seqs count from 0 in each */
-    /* Confirmation: collectives each host has completed in this epoch, as
-     * known here (this host's own is exact); every collective below the
-     * least of them has completed on every host. */
-    uint64_t *done;
-    int commit_due;   /* done changed: a COMMIT goes out before the loop waits */
+    /* Confirmation: collectives each host has completed in this epoch, and
+     * what each knew every host had, as known here (commit.h). */
+    commit_view cv;
+    int commit_due;   /* cv changed: a COMMIT goes out before the loop waits */
     uv_idle_t commit; /* sends it */
     const engine_watcher *watcher;
     void *watcher_data;
@@ -125,6 +125,8 @@ void ring_complete(ring *r);
 /* Sends the COMMIT due now rather than at the end of the loop's turn: before
  * the first DATA of a collective, which must not pass it (ring_outcome.c). */
 void ring_flush_commit(ring *r);
+/* Every COMMIT count back to 0: a new epoch, or a new view. */
+void ring_reset_commit(ring *r);
 /* Says what a collective past its deadline was waiting for (NULL: one that
  * has not started). */
 void ring_describe_wait(const ring *r, const active *a, char *out, size_t len);

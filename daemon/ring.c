@@ -495,7 +495,7 @@ static void ring_why_waiting(const engine *e, char *out, size_t len)
 static void ring_free(ring *r)
 {
     free(r->staging);
-    free(r->done);
+    commit_free(&r->cv);
     free(r->view.hosts);
     free(r->wire_spare);
     for (int k = 0; k < MAX_ACTIVE; k++) {
@@ -562,7 +562,7 @@ static void ring_stats(const engine *e, engine_stats *out)
     snprintf(out->waiting, sizeof out->waiting, "%s", links_waiting(r->links));
     out->short_of_hosts = links_short_of_hosts(r->links);
     out->n_done = r->n < 64 ? r->n : 64;
-    memcpy(out->done, r->done, (size_t)out->n_done * sizeof *r->done);
+    memcpy(out->done, r->cv.done, (size_t)out->n_done * sizeof *r->cv.done);
     engine_link *side[2] = {&out->left, &out->right};
     for (int s = 0; s < 2; s++) {
         side[s]->host = links_host(r->links, (link_side)s);
@@ -591,7 +591,7 @@ void ring_set_view(ring *r, uint64_t members, uint32_t members_epoch)
     r->view.n_hosts = k;
     r->n = (int)k;
     /* Counts are of a view's hosts: none of another view's may stay. */
-    memset(r->done, 0, c->n_hosts * sizeof *r->done);
+    ring_reset_commit(r);
     r->members = members;
     r->members_epoch = members_epoch;
 }
@@ -657,8 +657,7 @@ int ring_new(engine **out, uv_loop_t *loop, const cfg *c, int me, const auth_key
     r->pos = me;
     size_t n = c->n_hosts; /* the most hosts a view has */
     r->view.hosts = calloc(n, sizeof *r->view.hosts);
-    r->done = calloc(n, sizeof *r->done);
-    int rc = r->view.hosts && r->done ? 0 : RINGD_ENOMEM;
+    int rc = r->view.hosts && commit_init(&r->cv, (int)n) == 0 ? 0 : RINGD_ENOMEM;
     if (rc == 0) ring_set_view(r, frame_members_all(n), 0);
     for (int k = 0; k < MAX_ACTIVE && rc == 0; k++) {
         r->act[k].recv_off = calloc(2 * n, sizeof *r->act[k].recv_off);

@@ -105,14 +105,29 @@ static void release_left(ring *r)
     }
 }
 
-/* Every held collective below the least count has completed on every host. */
+/* Every collective below the least count has completed on every host, as
+ * this host knows, which a lap that closes over others then confirms (it
+ * must be told before any success goes back). Those that spare + 1 hosts
+ * know of go back: a lap closes over at most spare of them (commit.h). */
 static void confirm(ring *r)
 {
-    uint64_t least = UINT64_MAX;
-    for (int h = 0; h < r->n; h++)
-        if (r->done[h] < least) least = r->done[h];
-    jobs_confirm(&r->q, r->epoch, least);
-    if (r->links) links_confirmed(r->links, least);
+    if (r->links) links_confirmed(r->links, commit_least(&r->cv));
+    jobs_confirm(&r->q, r->epoch, commit_answerable(&r->cv));
+}
+
+/* How many hosts of this ring a lap may close over: those above min_hosts,
+ * in an elastic ring. */
+static int closable(const ring *r)
+{
+    if (!r->links) return 0;
+    links_membership m;
+    links_get_membership(r->links, &m);
+    return m.elastic && r->n > m.min_hosts ? r->n - m.min_hosts : 0;
+}
+
+void ring_reset_commit(ring *r)
+{
+    commit_reset(&r->cv, r->n, r->me, closable(r));
 }
 
 /* Sends what this host knows of every host's count, once per turn of the
@@ -133,9 +148,8 @@ void ring_flush_commit(ring *r)
 {
     if (!r->commit_due || !links_ready(r->links)) return;
     r->commit_due = 0;
-    static frame_commit c; /* 8 KiB: not on the stack */
-    c.n = (uint16_t)r->n;
-    memcpy(c.done, r->done, (size_t)r->n * sizeof *r->done);
+    static frame_commit c; /* 16 KiB: not on the stack */
+    commit_frame(&r->cv, &c);
     links_send_commit(r->links, &c);
 }
 
@@ -167,8 +181,9 @@ void ring_complete(ring *r)
     j->epoch = a->epoch;
     jobs_hold(&r->q, &t, hold_until(r, j));
     if (j->status == 0 && a->epoch == r->epoch) {
-        r->done[r->me]++;
-        links_completed(r->links, r->done[r->me]);
+        uint64_t count = r->cv.done[r->me] + 1;
+        commit_completed(&r->cv, count);
+        links_completed(r->links, count);
         r->commit_due = 1;
         uv_idle_start(&r->commit, on_commit_due);
         confirm(r); /* this host may have been the last */
@@ -195,7 +210,7 @@ void ring_on_epoch(void *data, const links_event *ev)
     r->epoch = ev->epoch;
     jobs_renumber(&r->q);
     r->early_set = 0;
-    memset(r->done, 0, r->cfg->n_hosts * sizeof *r->done); /* every view's */
+    ring_reset_commit(r);
     r->commit_due = 0;
     if (ev->gone) {
         r->gen++;
@@ -344,14 +359,8 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
 void ring_on_commit(void *data, const frame_commit *c)
 {
     ring *r = data;
-    int changed = 0;
-    if (c->n != r->n) return; /* counted in another membership */
-    for (int h = 0; h < r->n; h++) {
-        if (h == r->me || c->done[h] <= r->done[h]) continue;
-        r->done[h] = c->done[h];
-        changed = 1;
-    }
-    if (!changed) return;
+    /* One counted in another membership changes nothing. */
+    if (!commit_merge(&r->cv, c)) return;
     r->commit_due = 1;
     uv_idle_start(&r->commit, on_commit_due);
     confirm(r);

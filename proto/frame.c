@@ -318,8 +318,14 @@ int frame_encode_commit(uint8_t *buf, size_t cap, const frame_commit *c)
     wr_u32(&w, c->epoch);
     wr_u16(&w, c->n);
     wr_u64(&w, base);
+    /* A count too far above base, or a knowledge too far below it, goes as
+     * less than it is: never as more than the sender knows. */
     for (uint16_t i = 0; i < c->n; i++) {
         uint64_t d = c->done[i] - base;
+        wr_u32(&w, d > UINT32_MAX ? UINT32_MAX : (uint32_t)d);
+    }
+    for (uint16_t i = 0; i < c->n; i++) {
+        uint64_t d = c->known[i] < base ? base - c->known[i] : 0;
         wr_u32(&w, d > UINT32_MAX ? UINT32_MAX : (uint32_t)d);
     }
     return finish(&w, FRAME_COMMIT, 0, body_len(&w));
@@ -495,6 +501,12 @@ int frame_decode_commit(const frame_header *hdr, const uint8_t *body, frame_comm
         if (d < least) least = d;
         if (base > UINT64_MAX - d) r.bad = 1;
         out->done[i] = base + d;
+    }
+    /* Nobody knows more completed everywhere than the least count. */
+    for (uint16_t i = 0; i < out->n; i++) {
+        uint32_t d = rd_u32(&r);
+        if (d > base) r.bad = 1;
+        out->known[i] = d > base ? 0 : base - d;
     }
     if (out->n && least != 0) r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;

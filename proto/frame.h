@@ -18,7 +18,7 @@
 #include "proto/summary.h"
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 9
+#define FRAME_VERSION 10
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -30,7 +30,7 @@
 #define FRAME_MAX_CONTROL_BODY 3072 /* any frame but DATA */
 #define FRAME_MAX_WAITING 256       /* EPOCH: who an incomplete ring waits for */
 #define FRAME_MAX_COMMIT_HOSTS 1024 /* hosts a COMMIT frame counts (CFG_MAX_HOSTS) */
-#define FRAME_MAX_COMMIT_BODY (14 + 4 * FRAME_MAX_COMMIT_HOSTS)
+#define FRAME_MAX_COMMIT_BODY (14 + 8 * FRAME_MAX_COMMIT_HOSTS)
 #define FRAME_MAX_REPORT_BODY SUMMARY_MAX_BODY /* one part of a host's summary */
 #define FRAME_NO_SEQ UINT64_MAX /* EPOCH.fail_seq: no collective failed */
 #define FRAME_NONCE_SIZE 32     /* handshake challenges */
@@ -186,11 +186,14 @@ static inline uint64_t frame_members_all(size_t n)
 }
 
 /* Collectives each host has completed in the current epoch, as the sender
- * knows: a collective is confirmed once every host has completed it. */
+ * knows: a collective is confirmed once every host has completed it. And
+ * what each host knew every host had completed: a success is answered only
+ * once enough hosts know it that a lap closing over some still does. */
 typedef struct {
     uint32_t epoch;
-    uint16_t n; /* hosts */
-    uint64_t done[FRAME_MAX_COMMIT_HOSTS];
+    uint16_t n;                             /* hosts */
+    uint64_t done[FRAME_MAX_COMMIT_HOSTS];  /* host h completed done[h] */
+    uint64_t known[FRAME_MAX_COMMIT_HOSTS]; /* host h knew every host had completed known[h] */
 } frame_commit;
 
 /* The fixed part of a DATA body; the payload of `length` bytes follows. */

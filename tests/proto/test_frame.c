@@ -245,8 +245,10 @@ static any_frame sample(int type)
     case FRAME_COMMIT:
         f.commit.epoch = 0xfffffffbu;
         f.commit.n = COMMIT_HOSTS;
-        for (int i = 0; i < COMMIT_HOSTS; i++)
+        for (int i = 0; i < COMMIT_HOSTS; i++) {
             f.commit.done[i] = 0xfffffff000000000u + (uint64_t)i * 0x10001u;
+            f.commit.known[i] = 0xfffffff000000000u - (uint64_t)i * 0x10003u;
+        }
         break;
     case FRAME_REPORT:
         /* Two ranks of four spans: it fits FRAME_BUF (the whole part's
@@ -318,8 +320,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 9);
-    cr_assert_eq(FRAME_VERSION, 9);
+    cr_assert_eq(h.version, 10);
+    cr_assert_eq(FRAME_VERSION, 10);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -502,12 +504,36 @@ Test(frame, commit_round_trips_every_count)
     frame_header h;
     int n = encode_sample(FRAME_COMMIT, buf, sizeof buf, &h);
 
-    cr_assert_eq(n, FRAME_HEADER_SIZE + 14 + 4 * COMMIT_HOSTS);
+    cr_assert_eq(n, FRAME_HEADER_SIZE + 14 + 8 * COMMIT_HOSTS);
     cr_assert_eq(h.type, FRAME_COMMIT);
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
     cr_assert_eq(out.commit.epoch, in.commit.epoch);
     cr_assert_eq(out.commit.n, COMMIT_HOSTS);
     cr_assert_arr_eq(out.commit.done, in.commit.done, COMMIT_HOSTS * sizeof *in.commit.done);
+    cr_assert_arr_eq(out.commit.known, in.commit.known, COMMIT_HOSTS * sizeof *in.commit.known);
+}
+
+/* What a host knows travels as its shortfall below the least count; one
+ * that cannot, being further below it than 2^32 - 1, goes as the smaller
+ * knowledge that can: never as more than the host knew. */
+Test(frame, commit_never_says_a_host_knew_more_than_it_did)
+{
+    static frame_commit in, out;
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+
+    in.n = 3;
+    in.done[0] = in.done[1] = in.done[2] = UINT64_C(1) << 40;
+    in.known[0] = in.done[0];
+    in.known[1] = 7;                   /* too far below: goes as 2^40 - (2^32 - 1) */
+    in.known[2] = (UINT64_C(1) << 41); /* above the least count: goes as the least */
+    int n = frame_encode_commit(buf, sizeof buf, &in);
+    cr_assert_gt(n, 0);
+    cr_assert_eq(frame_decode_header(buf, (size_t)n, &h), FRAME_OK);
+    cr_assert_eq(frame_decode_commit(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
+    cr_assert_eq(out.known[0], in.done[0]);
+    cr_assert_eq(out.known[1], (UINT64_C(1) << 40) - UINT32_MAX);
+    cr_assert_eq(out.known[2], in.done[0]);
 }
 
 Test(frame, commit_counts_as_many_hosts_as_a_ring_may_have)
@@ -517,12 +543,15 @@ Test(frame, commit_counts_as_many_hosts_as_a_ring_may_have)
     frame_header h;
 
     in.n = FRAME_MAX_COMMIT_HOSTS;
-    for (int i = 0; i < FRAME_MAX_COMMIT_HOSTS; i++)
+    for (int i = 0; i < FRAME_MAX_COMMIT_HOSTS; i++) {
         in.done[i] = 1000 + (uint64_t)(i % 7);
+        in.known[i] = 1000 - (uint64_t)(i % 5);
+    }
     cr_assert_eq(frame_encode_commit(buf, sizeof buf, &in), sizeof buf);
     cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
     cr_assert_eq(frame_decode_commit(&h, buf + FRAME_HEADER_SIZE, &out), FRAME_OK);
     cr_assert_arr_eq(out.done, in.done, sizeof in.done);
+    cr_assert_arr_eq(out.known, in.known, sizeof in.known);
 
     in.n = FRAME_MAX_COMMIT_HOSTS + 1;
     cr_assert_eq(frame_encode_commit(buf, sizeof buf, &in), FRAME_ESPACE);
@@ -624,7 +653,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 9, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 10, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -651,7 +680,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 9, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 10, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -677,7 +706,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 9, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 10, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -722,7 +751,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 9, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 10, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -782,7 +811,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
                                  .members_why = "h3 out"}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 9, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
+        0x52, 0x47, 0x4e, 0x44, 10, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 0, 0, 5,                                                 /* origin */
         EPOCH_RESET, 0x0b,                                          /* phase, flags */
@@ -844,16 +873,20 @@ Test(frame, epoch_has_the_documented_byte_layout)
 
 Test(frame, commit_has_the_documented_byte_layout)
 {
-    /* Counts travel as the least and each host's excess over it. */
-    frame_commit in = {
-        .epoch = 0x01020304, .n = 3, .done = {0x100000005u, 0x100000002u, 0x100000102u}};
+    /* Counts travel as the least and each host's excess over it, what
+     * each host knew as its shortfall below the least. */
+    frame_commit in = {.epoch = 0x01020304,
+                       .n = 3,
+                       .done = {0x100000005u, 0x100000002u, 0x100000102u},
+                       .known = {0x100000002u, 0x0ffffff00u, 0x100000001u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 9, FRAME_COMMIT, 0, 0, 0, 0, 0, 26, /* header */
+        0x52, 0x47, 0x4e, 0x44, 10, FRAME_COMMIT, 0, 0, 0, 0, 0, 38, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 1, 0,                     /* each one's excess */
+        0, 0, 0, 0,   0, 0, 1, 2,   0, 0, 0, 1,                     /* each one's shortfall */
     };
     /* clang-format on */
     uint8_t buf[FRAME_BUF];
@@ -883,7 +916,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 9, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 10, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -1700,8 +1733,8 @@ Test(frame, rejects_commit_whose_base_is_not_the_least_count)
 {
     /* base 2, excesses 1 and 3: the same counts as base 3, excesses 0 and
      * 2, which is the only form an encoder writes. */
-    static const uint8_t body[] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0,
-                                   0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3};
+    static const uint8_t body[] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0,
+                                   0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
     any_frame out;
@@ -1717,6 +1750,27 @@ Test(frame, rejects_commit_whose_base_is_not_the_least_count)
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
     cr_assert_eq(out.commit.done[0], 3);
     cr_assert_eq(out.commit.done[1], 6);
+}
+
+Test(frame, rejects_commit_whose_knowledge_is_below_zero)
+{
+    /* base 2, excesses 0 and 1; shortfalls 2 (known 0) and 3 (below 0). */
+    static const uint8_t body[] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0,
+                                   0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3};
+    uint8_t buf[FRAME_BUF];
+    frame_header h;
+    any_frame out;
+
+    frame_encode_ping(buf, sizeof buf);
+    buf[5] = FRAME_COMMIT;
+    buf[11] = sizeof body;
+    memcpy(buf + FRAME_HEADER_SIZE, body, sizeof body);
+    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED);
+    buf[FRAME_HEADER_SIZE + sizeof body - 1] = 2; /* known 0: fine */
+    cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
+    cr_assert_eq(out.commit.known[0], 0);
+    cr_assert_eq(out.commit.known[1], 0);
 }
 
 Test(frame, rejects_commit_whose_host_count_disagrees_with_its_length)
