@@ -1729,21 +1729,27 @@ Test(frame, rejects_epoch_whose_waited_is_not_a_waiting_verdict_on_its_prev_epoc
     cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
 }
 
+/* A COMMIT frame of 2 hosts around body (30 bytes), in buf. */
+static void commit_of_2(uint8_t *buf, const uint8_t body[30], frame_header *h)
+{
+    frame_encode_ping(buf, FRAME_BUF);
+    buf[5] = FRAME_COMMIT;
+    buf[11] = 30;
+    memcpy(buf + FRAME_HEADER_SIZE, body, 30);
+    cr_assert_eq(frame_decode_header(buf, FRAME_BUF, h), FRAME_OK);
+}
+
 Test(frame, rejects_commit_whose_base_is_not_the_least_count)
 {
     /* base 2, excesses 1 and 3: the same counts as base 3, excesses 0 and
      * 2, which is the only form an encoder writes. */
-    static const uint8_t body[] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0,
-                                   0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t body[30] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0,
+                                     0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
     any_frame out;
 
-    frame_encode_ping(buf, sizeof buf);
-    buf[5] = FRAME_COMMIT;
-    buf[11] = sizeof body;
-    memcpy(buf + FRAME_HEADER_SIZE, body, sizeof body);
-    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    commit_of_2(buf, body, &h);
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED);
     buf[FRAME_HEADER_SIZE + 13] = 3; /* base 3: excesses 1 and 3 still */
     buf[FRAME_HEADER_SIZE + 17] = 0; /* now 0 and 3 */
@@ -1755,19 +1761,15 @@ Test(frame, rejects_commit_whose_base_is_not_the_least_count)
 Test(frame, rejects_commit_whose_knowledge_is_below_zero)
 {
     /* base 2, excesses 0 and 1; shortfalls 2 (known 0) and 3 (below 0). */
-    static const uint8_t body[] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0,
-                                   0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3};
+    static const uint8_t body[30] = {0, 0, 0, 9, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0,
+                                     0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3};
     uint8_t buf[FRAME_BUF];
     frame_header h;
     any_frame out;
 
-    frame_encode_ping(buf, sizeof buf);
-    buf[5] = FRAME_COMMIT;
-    buf[11] = sizeof body;
-    memcpy(buf + FRAME_HEADER_SIZE, body, sizeof body);
-    cr_assert_eq(frame_decode_header(buf, sizeof buf, &h), FRAME_OK);
+    commit_of_2(buf, body, &h);
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_EMALFORMED);
-    buf[FRAME_HEADER_SIZE + sizeof body - 1] = 2; /* known 0: fine */
+    buf[FRAME_HEADER_SIZE + 29] = 2; /* known 0: fine */
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
     cr_assert_eq(out.commit.known[0], 0);
     cr_assert_eq(out.commit.known[1], 0);
