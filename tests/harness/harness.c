@@ -919,6 +919,42 @@ int harness_run_threads(harness *h, int k, harness_thread_fn fn, void *arg, int 
 
 /* ---- barrier ---------------------------------------------------------------------------- */
 
+void harness_failures_init(harness_failures *f)
+{
+    atomic_init(&f->count, 0);
+    pthread_mutex_init(&f->mu, NULL);
+    f->first[0] = '\0';
+}
+
+void harness_failures_destroy(harness_failures *f)
+{
+    pthread_mutex_destroy(&f->mu);
+}
+
+void harness_fail(harness_failures *f, const char *fmt, ...)
+{
+    char msg[sizeof f->first];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&f->mu);
+    int k = atomic_fetch_add(&f->count, 1);
+    if (k == 0) snprintf(f->first, sizeof f->first, "%s", msg);
+    if (k < HARNESS_FAILURES_PRINTED) fprintf(stderr, "FAIL: %s\n", msg);
+    pthread_mutex_unlock(&f->mu);
+}
+
+ringd_client *harness_connect(harness *h, int i, harness_failures *f, int idx)
+{
+    ringd_client *c = NULL;
+    if (ringd_connect(h->d[i].socket, &c) < 0) {
+        harness_fail(f, "thread %d: connect to h%d: %s", idx, i, ringd_last_error(NULL));
+        return NULL;
+    }
+    return c;
+}
+
 void harness_barrier_init(harness_barrier *b, int k)
 {
     pthread_condattr_t ca;

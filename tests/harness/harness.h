@@ -37,10 +37,13 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "ringd.h"
 
 #define HARNESS_MAX_HOSTS 16
 
@@ -197,6 +200,27 @@ int harness_threads_join(harness *h, harness_threads *t, int timeout_ms);
 
 /* harness_threads_start() then harness_threads_join(). */
 int harness_run_threads(harness *h, int k, harness_thread_fn fn, void *arg, int timeout_ms);
+
+/*
+ * What a job's client threads record when something is wrong: how many
+ * failures, and the first one's words for the test's assertion. The first
+ * HARNESS_FAILURES_PRINTED also go to stderr as they happen.
+ */
+#define HARNESS_FAILURES_PRINTED 20
+
+typedef struct {
+    atomic_int count;
+    pthread_mutex_t mu;
+    char first[1024];
+} harness_failures;
+
+void harness_failures_init(harness_failures *f);
+void harness_failures_destroy(harness_failures *f);
+void harness_fail(harness_failures *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Connects a client to daemon i for thread idx; NULL, with a failure
+ * recorded, if it cannot. */
+ringd_client *harness_connect(harness *h, int i, harness_failures *f, int idx);
 
 /*
  * A barrier for the client threads with a deadline, which also tells every

@@ -51,30 +51,12 @@ static int is_float(ringd_dtype t)
 typedef struct {
     int hosts, per_host, n; /* n = hosts x per_host ranks */
     size_t count;
-    atomic_int failures;
-    char first_failure[1024];
-    pthread_mutex_t mu;
+    harness_failures fail;
 } job;
-
-static void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void job_fail(job *j, const char *fmt, ...)
-{
-    pthread_mutex_lock(&j->mu);
-    if (atomic_fetch_add(&j->failures, 1) == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->first_failure, sizeof j->first_failure, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&j->mu);
-}
 
 static ringd_client *connect_rank(job *j, int idx)
 {
-    ringd_client *c = NULL;
-    int rc = ringd_connect(H.d[idx / j->per_host].socket, &c);
-    if (rc < 0) job_fail(j, "thread %d: connect: %s", idx, ringd_last_error(NULL));
-    return c;
+    return harness_connect(&H, idx / j->per_host, &j->fail, idx);
 }
 
 static int check_bytes(job *j, const char *what, int rank, const void *got, const void *want,
@@ -84,7 +66,7 @@ static int check_bytes(job *j, const char *what, int rank, const void *got, cons
     size_t k = 0;
     while (((const uint8_t *)got)[k] == ((const uint8_t *)want)[k])
         k++;
-    job_fail(j, "%s: rank %d: byte %zu differs from the reference", what, rank, k);
+    harness_fail(&j->fail, "%s: rank %d: byte %zu differs from the reference", what, rank, k);
     return -1;
 }
 
@@ -104,7 +86,7 @@ static int all_collectives(int idx, void *arg)
     uint8_t *plain = malloc((size_t)n * count * 8 + 64), *want = malloc((size_t)n * count * 8);
     uint8_t *in = malloc((size_t)n * count * 8), *full = malloc((size_t)n * count * 8);
     char what[128];
-    if (n != j->n) job_fail(j, "rank %d: size %d, expected %d", r, n, j->n);
+    if (n != j->n) harness_fail(&j->fail, "rank %d: size %d, expected %d", r, n, j->n);
 
     for (size_t d = 0; d < N_DTYPES && buf; d++) {
         ringd_dtype t = dtypes[d];
@@ -125,7 +107,7 @@ static int all_collectives(int idx, void *arg)
             snprintf(what, sizeof what, "allreduce %s %s", ringd_dtype_name(t), ringd_op_name(op));
             int rc = ringd_run(c, &ar);
             if (rc < 0)
-                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+                harness_fail(&j->fail, "%s: rank %d: %s", what, r, ringd_last_error(c));
             else
                 check_bytes(j, what, r, b, want, count * es);
 
@@ -143,7 +125,7 @@ static int all_collectives(int idx, void *arg)
                                    .weight = r + 1.0};
             rc = ringd_run(c, &rs);
             if (rc < 0)
-                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+                harness_fail(&j->fail, "%s: rank %d: %s", what, r, ringd_last_error(c));
             else
                 check_bytes(j, what, r, b, full + (size_t)r * count * es, count * es);
         }
@@ -158,7 +140,7 @@ static int all_collectives(int idx, void *arg)
             snprintf(what, sizeof what, "broadcast %s from %d", ringd_dtype_name(t), root);
             int rc = ringd_broadcast(c, b, count, t, root);
             if (rc < 0)
-                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+                harness_fail(&j->fail, "%s: rank %d: %s", what, r, ringd_last_error(c));
             else
                 check_bytes(j, what, r, b, want, count * es);
         }
@@ -174,20 +156,20 @@ static int all_collectives(int idx, void *arg)
                      in_place ? " in place" : "");
             int rc = ringd_allgather(c, in_place ? NULL : in, b, count, t);
             if (rc < 0)
-                job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+                harness_fail(&j->fail, "%s: rank %d: %s", what, r, ringd_last_error(c));
             else
                 check_bytes(j, what, r, b, want, (size_t)n * count * es);
         }
     }
     int rc = ringd_barrier(c);
-    if (rc < 0) job_fail(j, "barrier: rank %d: %s", r, ringd_last_error(c));
+    if (rc < 0) harness_fail(&j->fail, "barrier: rank %d: %s", r, ringd_last_error(c));
     free(plain);
     free(want);
     free(in);
     free(full);
     ringd_free(c, buf);
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 static void run(int hosts, int per_host, size_t count, harness_thread_fn fn, const char *yaml,
@@ -196,11 +178,11 @@ static void run(int hosts, int per_host, size_t count, harness_thread_fn fn, con
     cr_assert_eq(harness_init_local(&H, hosts, per_host, yaml), 0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed(seed_name), 50), 0, "%s", H.err);
     job j = {.hosts = hosts, .per_host = per_host, .n = hosts * per_host, .count = count};
-    pthread_mutex_init(&j.mu, NULL);
+    harness_failures_init(&j.fail);
     int rc = harness_run_threads(&H, j.n, fn, &j, 400000);
-    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
-    pthread_mutex_destroy(&j.mu);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -245,7 +227,7 @@ static int wmean_values(int idx, void *arg)
                              .op = RINGD_WMEAN,
                              .weight = r + 1.0};
     int rc = ringd_run(c, &coll);
-    if (rc < 0) job_fail(j, "wmean: rank %d: %s", r, ringd_last_error(c));
+    if (rc < 0) harness_fail(&j->fail, "wmean: rank %d: %s", r, ringd_last_error(c));
     /* Against Σ w_k x_k / Σ w_k in long double: each of the n products,
      * n - 1 additions and the division rounds once in float64, so the error
      * is below (2n + 1) u Σ w_k |x_k| / Σ w_k with u = 2^-53. */
@@ -260,13 +242,13 @@ static int wmean_values(int idx, void *arg)
         }
         long double bound = (2 * n + 1) * ldexpl(1, -53) * mag / den;
         if (fabsl(x[i] - num / den) > bound) {
-            job_fail(j, "wmean: rank %d element %zu: %.17g, want %.17Lg (bound %Lg)", r, i, x[i],
-                     num / den, bound);
+            harness_fail(&j->fail, "wmean: rank %d element %zu: %.17g, want %.17Lg (bound %Lg)", r,
+                         i, x[i], num / den, bound);
             break;
         }
     }
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(collectives, wmean_weighs_each_rank_by_its_own_weight)
@@ -294,25 +276,27 @@ static int many_in_flight(int idx, void *arg)
         for (size_t i = 0; i < counts[k]; i++)
             bufs[k][i] = (int32_t)((size_t)r * 1000 + i + (size_t)k);
         if (ringd_iallreduce(c, bufs[k], counts[k], RINGD_INT32, RINGD_SUM, &req[k]) < 0) {
-            job_fail(j, "async: rank %d: submit %d: %s", r, k, ringd_last_error(c));
+            harness_fail(&j->fail, "async: rank %d: submit %d: %s", r, k, ringd_last_error(c));
             return -1;
         }
     }
     /* Waiting for the last completes all: the earlier ones test as done. */
     int rc = ringd_wait(req[ASYNC_N - 1], 60000);
-    if (rc < 0) job_fail(j, "async: rank %d: wait last: %s", r, ringd_last_error(c));
+    if (rc < 0) harness_fail(&j->fail, "async: rank %d: wait last: %s", r, ringd_last_error(c));
     for (int k = 0; k < ASYNC_N - 1; k++) {
         rc = ringd_test(req[k]);
-        if (rc < 0) job_fail(j, "async: rank %d: request %d: %s", r, k, ringd_last_error(c));
-        if (rc == RINGD_EINPROGRESS) job_fail(j, "async: rank %d: request %d not done", r, k);
+        if (rc < 0)
+            harness_fail(&j->fail, "async: rank %d: request %d: %s", r, k, ringd_last_error(c));
+        if (rc == RINGD_EINPROGRESS)
+            harness_fail(&j->fail, "async: rank %d: request %d not done", r, k);
     }
     for (int k = 0; k < ASYNC_N; k++) {
         for (size_t i = 0; i < counts[k]; i++) {
             int32_t want =
                 (int32_t)((size_t)n * (i + (size_t)k) + 1000 * (size_t)(n * (n - 1) / 2));
             if (bufs[k][i] != want) {
-                job_fail(j, "async: rank %d: request %d element %zu: %d, want %d", r, k, i,
-                         bufs[k][i], want);
+                harness_fail(&j->fail, "async: rank %d: request %d element %zu: %d, want %d", r, k,
+                             i, bufs[k][i], want);
                 break;
             }
         }
@@ -322,7 +306,7 @@ static int many_in_flight(int idx, void *arg)
             ringd_free(c, bufs[k]);
     }
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(async, a_hundred_requests_of_mixed_sizes_in_flight_complete_in_order)
@@ -345,11 +329,11 @@ static int ring_goes_on(job *j, ringd_client *c, int r)
         x[i] = 1;
     int rc = ringd_allreduce(c, x, 100, RINGD_FLOAT32, RINGD_SUM);
     if (rc < 0)
-        job_fail(j, "after the mismatch: rank %d: %s", r, ringd_last_error(c));
+        harness_fail(&j->fail, "after the mismatch: rank %d: %s", r, ringd_last_error(c));
     else if (x[0] != (float)j->n)
-        job_fail(j, "after the mismatch: rank %d: %g", r, x[0]);
+        harness_fail(&j->fail, "after the mismatch: rank %d: %g", r, x[0]);
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 static int one_rank_differs(int idx, void *arg)
@@ -369,11 +353,12 @@ static int one_rank_differs(int idx, void *arg)
     int rc = ringd_run(c, &coll);
     const char *msg = ringd_last_error(c);
     if (rc != RINGD_EMISMATCH)
-        job_fail(j, "mismatch: rank %d got %s (%s), want RINGD_EMISMATCH", r, ringd_errname(rc),
-                 msg);
+        harness_fail(&j->fail, "mismatch: rank %d got %s (%s), want RINGD_EMISMATCH", r,
+                     ringd_errname(rc), msg);
     else if (!strstr(msg, "fc1.weight") || !strstr(msg, "differs") || !strstr(msg, "rank 3") ||
              !strstr(msg, "99"))
-        job_fail(j, "mismatch: rank %d: the message does not say what differs where: %s", r, msg);
+        harness_fail(&j->fail, "mismatch: rank %d: the message does not say what differs where: %s",
+                     r, msg);
     return ring_goes_on(j, c, r);
 }
 
@@ -395,9 +380,11 @@ static int one_rank_names_another(int idx, void *arg)
     int rc = ringd_run(c, &coll);
     const char *msg = ringd_last_error(c);
     if (rc != RINGD_EMISMATCH)
-        job_fail(j, "name: rank %d got %s (%s), want RINGD_EMISMATCH", r, ringd_errname(rc), msg);
+        harness_fail(&j->fail, "name: rank %d got %s (%s), want RINGD_EMISMATCH", r,
+                     ringd_errname(rc), msg);
     else if (!strstr(msg, "differs") || !strstr(msg, "name"))
-        job_fail(j, "name: rank %d: the message does not say the names differ: %s", r, msg);
+        harness_fail(&j->fail, "name: rank %d: the message does not say the names differ: %s", r,
+                     msg);
     return ring_goes_on(j, c, r);
 }
 
@@ -428,13 +415,13 @@ static int one_rank_missing(int idx, void *arg)
     int rc = ringd_allreduce(c, x, 10, RINGD_FLOAT32, RINGD_SUM);
     const char *msg = ringd_last_error(c);
     if (rc != RINGD_ETIMEDOUT)
-        job_fail(j, "missing: rank %d got %s (%s), want RINGD_ETIMEDOUT", r, ringd_errname(rc),
-                 msg);
+        harness_fail(&j->fail, "missing: rank %d got %s (%s), want RINGD_ETIMEDOUT", r,
+                     ringd_errname(rc), msg);
     else if (!strstr(msg, "rank 5 on host h2 is not connected") &&
              !strstr(msg, "rank 5 did not submit"))
-        job_fail(j, "missing: rank %d: the message does not name rank 5: %s", r, msg);
+        harness_fail(&j->fail, "missing: rank %d: the message does not name rank 5: %s", r, msg);
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(mismatch, a_process_that_never_comes_gives_a_timeout_naming_it)
@@ -443,15 +430,15 @@ Test(mismatch, a_process_that_never_comes_gives_a_timeout_naming_it)
     cr_assert_eq(harness_start(&H, harness_seed("missing"), 50), 0, "%s", H.err);
     /* Five of the six ranks: host h2's second process never starts. */
     job j = {.hosts = 3, .per_host = 2, .n = 6};
-    pthread_mutex_init(&j.mu, NULL);
+    harness_failures_init(&j.fail);
     int64_t t0 = harness_now_ms();
     int rc = harness_run_threads(&H, 5, one_rank_missing, &j, 60000);
     int64_t took = harness_now_ms() - t0;
-    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
     /* Within the deadline, with a margin for a loaded machine. */
     cr_expect_lt(took, 2000 + 8000, "took %lld ms", (long long)took);
-    pthread_mutex_destroy(&j.mu);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -472,25 +459,27 @@ static int empty_and_small_in_turn(int idx, void *arg)
     if (!c) return -1;
     int r = ringd_rank(c), n = ringd_size(c);
     float x[16], none[1];
-    for (int it = 0; it < IN_TURN && !atomic_load(&j->failures); it++) {
+    for (int it = 0; it < IN_TURN && !atomic_load(&j->fail.count); it++) {
         int rc = ringd_allgather(c, none, none, 0, RINGD_FLOAT32);
         for (int i = 0; rc == 0 && i < 16; i++)
             x[i] = (float)(r * 1000 + it * 16 + i);
         if (rc == 0) rc = ringd_allreduce(c, x, 16, RINGD_FLOAT32, RINGD_SUM);
         if (rc != 0) {
-            job_fail(j, "rank %d, round %d: %s: %s", r, it, ringd_errname(rc), ringd_last_error(c));
+            harness_fail(&j->fail, "rank %d, round %d: %s: %s", r, it, ringd_errname(rc),
+                         ringd_last_error(c));
             break;
         }
         for (int i = 0; i < 16; i++) {
             float want = (float)(1000 * n * (n - 1) / 2 + n * (it * 16 + i));
             if (x[i] != want) {
-                job_fail(j, "rank %d, round %d, element %d: %g, want %g", r, it, i, x[i], want);
+                harness_fail(&j->fail, "rank %d, round %d, element %d: %g, want %g", r, it, i, x[i],
+                             want);
                 break;
             }
         }
     }
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(collectives, an_empty_collective_answered_at_once_never_waits_behind_the_next_ones_data)
@@ -522,15 +511,15 @@ static int many_small_floats(int idx, void *arg)
             x[i] = (float)sin((double)(r * 7919 + k * 104729 + (int)i)) * 1e3f;
         if (ringd_iallreduce(c, x, count, RINGD_FLOAT32, k % 2 ? RINGD_SUM : RINGD_MEAN, &req[k]) <
             0) {
-            job_fail(j, "fusion: rank %d: submit %d: %s", r, k, ringd_last_error(c));
+            harness_fail(&j->fail, "fusion: rank %d: submit %d: %s", r, k, ringd_last_error(c));
             return -1;
         }
     }
     for (int k = 0; k < FUSE_N; k++)
         if (ringd_wait(req[k], 60000) < 0)
-            job_fail(j, "fusion: rank %d: request %d: %s", r, k, ringd_last_error(c));
+            harness_fail(&j->fail, "fusion: rank %d: request %d: %s", r, k, ringd_last_error(c));
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(collectives, fused_and_unfused_runs_give_the_same_bits)

@@ -82,31 +82,13 @@ static double get(ringd_dtype t, const void *p, size_t k)
 typedef struct {
     int hosts, per_host, n;
     size_t count;
-    atomic_int failures;
-    char first_failure[1024];
-    pthread_mutex_t mu;
+    harness_failures fail;
     char msg[HARNESS_MAX_HOSTS][512]; /* each rank's error message (mismatch) */
 } job;
 
-static void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void job_fail(job *j, const char *fmt, ...)
-{
-    pthread_mutex_lock(&j->mu);
-    if (atomic_fetch_add(&j->failures, 1) == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->first_failure, sizeof j->first_failure, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&j->mu);
-}
-
 static ringd_client *connect_rank(job *j, int idx)
 {
-    ringd_client *c = NULL;
-    int rc = ringd_connect(H.d[idx / j->per_host].socket, &c);
-    if (rc < 0) job_fail(j, "thread %d: connect: %s", idx, ringd_last_error(NULL));
-    return c;
+    return harness_connect(&H, idx / j->per_host, &j->fail, idx);
 }
 
 /* Compares got with want element by element; 0 if they agree. */
@@ -116,8 +98,8 @@ static int check_elems(job *j, const char *what, int rank, ringd_dtype t, const 
     size_t es = ringd_dtype_size(t);
     for (size_t k = 0; k < count; k++) {
         if (memcmp((const uint8_t *)got + k * es, (const uint8_t *)want + k * es, es) != 0) {
-            job_fail(j, "%s: rank %d: element %zu is %g, expected %g", what, rank, k,
-                     get(t, got, k), get(t, want, k));
+            harness_fail(&j->fail, "%s: rank %d: element %zu is %g, expected %g", what, rank, k,
+                         get(t, got, k), get(t, want, k));
             return -1;
         }
     }
@@ -127,8 +109,8 @@ static int check_elems(job *j, const char *what, int rank, ringd_dtype t, const 
 static int expect_rc(job *j, const char *what, int rank, ringd_client *c, int rc, int want)
 {
     if (rc == want) return 0;
-    job_fail(j, "%s: rank %d: got %s (%s), expected %s", what, rank, ringd_errname(rc),
-             ringd_last_error(c), ringd_errname(want));
+    harness_fail(&j->fail, "%s: rank %d: got %s (%s), expected %s", what, rank, ringd_errname(rc),
+                 ringd_last_error(c), ringd_errname(want));
     return -1;
 }
 
@@ -182,14 +164,14 @@ static int all_three(int idx, void *arg)
     ringd_client *c = connect_rank(j, idx);
     if (!c) return -1;
     int r = ringd_rank(c), n = ringd_size(c);
-    if (n != j->n) job_fail(j, "rank %d: size %d, expected %d", r, n, j->n);
+    if (n != j->n) harness_fail(&j->fail, "rank %d: size %d, expected %d", r, n, j->n);
     size_t bytes = (size_t)n * j->count * 8;
     uint8_t *in = malloc(bytes), *out = malloc(bytes), *want = malloc(bytes);
     /* Shared memory for the input too: the composed calls copy from it. */
     uint8_t *shared = ringd_alloc(c, bytes);
     int roots[] = {0, n - 1, 1 % n};
     if (!in || !out || !want || !shared) {
-        job_fail(j, "rank %d: cannot allocate %zu bytes", r, bytes);
+        harness_fail(&j->fail, "rank %d: cannot allocate %zu bytes", r, bytes);
         goto out;
     }
     for (int call = 0; call < CALLS; call++)
@@ -209,8 +191,8 @@ static int all_three(int idx, void *arg)
     int rc = ringd_gather(c, in, out, j->count, RINGD_FLOAT32, n);
     if (expect_rc(j, "gather to rank n", r, c, rc, RINGD_EINVAL) == 0 &&
         !strstr(ringd_last_error(c), "root"))
-        job_fail(j, "gather to rank n: rank %d: message says nothing of the root: %s", r,
-                 ringd_last_error(c));
+        harness_fail(&j->fail, "gather to rank n: rank %d: message says nothing of the root: %s", r,
+                     ringd_last_error(c));
     expect_rc(j, "gather to rank -1", r, c, ringd_gather(c, in, out, 4, RINGD_FLOAT32, -1),
               RINGD_EINVAL);
     expect_rc(j, "scatter from rank n", r, c, ringd_scatter(c, in, out, 4, RINGD_INT64, n),
@@ -224,7 +206,7 @@ out:
     free(out);
     free(want);
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 static void run(int hosts, int per_host, size_t count, harness_thread_fn fn, const char *seed_name,
@@ -233,11 +215,11 @@ static void run(int hosts, int per_host, size_t count, harness_thread_fn fn, con
     cr_assert_eq(harness_init_local(&H, hosts, per_host, YAML), 0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed(seed_name), 50), 0, "%s", H.err);
     *j = (job){.hosts = hosts, .per_host = per_host, .n = hosts * per_host, .count = count};
-    pthread_mutex_init(&j->mu, NULL);
+    harness_failures_init(&j->fail);
     int rc = harness_run_threads(&H, j->n, fn, j, 400000);
-    cr_expect_eq(atomic_load(&j->failures), 0, "%s", j->first_failure);
+    cr_expect_eq(atomic_load(&j->fail.count), 0, "%s", j->fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
-    pthread_mutex_destroy(&j->mu);
+    harness_failures_destroy(&j->fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -279,26 +261,27 @@ static int one_rank_differs(int idx, void *arg)
                        : what_differs == ALLTOALL_COUNT ? "alltoall"
                                                         : "gather to rank";
     if (rc != RINGD_EMISMATCH)
-        job_fail(j, "rank %d got %s (%s), expected RINGD_EMISMATCH", r, ringd_errname(rc), msg);
+        harness_fail(&j->fail, "rank %d got %s (%s), expected RINGD_EMISMATCH", r,
+                     ringd_errname(rc), msg);
     else if (!strstr(msg, "differs") || !strstr(msg, name))
-        job_fail(j, "rank %d: the message does not say what differs: %s", r, msg);
+        harness_fail(&j->fail, "rank %d: the message does not say what differs: %s", r, msg);
     /* The counts are the underlying collective's, as ringd.h says: its whole
      * buffer (n x count, n x n x count for alltoall) when hosts differ, and
      * an allgather's per-rank count when two ranks of one host do. */
     else if (what_differs != GATHER_ROOT && n == 4 &&
              !strstr(msg, what_differs == ALLTOALL_COUNT ? "1584 x float32" : "396 x float32") &&
              !(what_differs == GATHER_COUNT && strstr(msg, "99 x float32")))
-        job_fail(j, "rank %d: the message does not give the counts: %s", r, msg);
+        harness_fail(&j->fail, "rank %d: the message does not give the counts: %s", r, msg);
     /* The ring goes on. */
     for (int i = 0; i < n; i++)
         in[i] = (float)(r + 1);
     rc = ringd_allgather(c, in, out, 1, RINGD_FLOAT32);
-    if (rc < 0) job_fail(j, "after the mismatch: rank %d: %s", r, ringd_last_error(c));
+    if (rc < 0) harness_fail(&j->fail, "after the mismatch: rank %d: %s", r, ringd_last_error(c));
     for (int i = 0; rc == 0 && i < n; i++)
         if (out[i] != (float)(i + 1))
-            job_fail(j, "after the mismatch: rank %d: element %d is %g", r, i, out[i]);
+            harness_fail(&j->fail, "after the mismatch: rank %d: element %d is %g", r, i, out[i]);
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 /* Every rank got the same message. */

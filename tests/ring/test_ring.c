@@ -64,7 +64,6 @@
  * that plus the verification of one case. */
 #define RING_YAML "collective_timeout: 30s\n"
 #define BARRIER_MS 120000
-#define MAX_REPORTED 20  /* failures printed in full */
 #define MAX_FAILURES 200 /* then the test stops */
 
 #define BIG_PRIME 1048583 /* > 2^20 elements */
@@ -308,27 +307,9 @@ typedef struct {
     unsigned char *input[HARNESS_MAX_HOSTS];  /* each rank's input, kept */
     unsigned char *result[HARNESS_MAX_HOSTS]; /* each rank's buffer, read between barriers */
     harness_barrier bar;
-    pthread_mutex_t mu;
-    atomic_int failures;
-    char first_failure[1024];
+    harness_failures fail;
     atomic_size_t done; /* cases completed */
 } ring_job;
-
-static void job_fail(ring_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void job_fail(ring_job *j, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&j->mu);
-    int k = atomic_fetch_add(&j->failures, 1);
-    if (k == 0) snprintf(j->first_failure, sizeof j->first_failure, "%s", msg);
-    if (k < MAX_REPORTED) fprintf(stderr, "FAIL: %s\n", msg);
-    pthread_mutex_unlock(&j->mu);
-}
 
 static const char *case_name(const ring_job *j, size_t k, char *buf, size_t len)
 {
@@ -451,10 +432,11 @@ static void verify_slice(ring_job *j, size_t k, int rank)
         size_t i = lo;
         while (i < hi && memcmp(j->result[r] + i * sz, j->result[0] + i * sz, sz) == 0)
             i++;
-        job_fail(j, "%s: element %zu differs between ranks: rank %d has 0x%llx, rank 0 has 0x%llx",
-                 case_name(j, k, name, sizeof name), i, r,
-                 (unsigned long long)load(j->result[r], cs->dtype, i),
-                 (unsigned long long)load(j->result[0], cs->dtype, i));
+        harness_fail(&j->fail,
+                     "%s: element %zu differs between ranks: rank %d has 0x%llx, rank 0 has 0x%llx",
+                     case_name(j, k, name, sizeof name), i, r,
+                     (unsigned long long)load(j->result[r], cs->dtype, i),
+                     (unsigned long long)load(j->result[0], cs->dtype, i));
     }
     size_t bad = 0, first = 0;
     char first_why[512] = "";
@@ -465,8 +447,8 @@ static void verify_slice(ring_job *j, size_t k, int rank)
         }
     }
     if (bad) {
-        job_fail(j, "%s: %zu of elements [%zu, %zu) are wrong; element %zu: %s",
-                 case_name(j, k, name, sizeof name), bad, lo, hi, first, first_why);
+        harness_fail(&j->fail, "%s: %zu of elements [%zu, %zu) are wrong; element %zu: %s",
+                     case_name(j, k, name, sizeof name), bad, lo, hi, first, first_why);
     }
 }
 
@@ -485,21 +467,23 @@ static int client_thread(int rank, void *arg)
     }
     int rc = ringd_connect(j->h->d[rank].socket, &c);
     if (rc < 0) {
-        job_fail(j, "rank %d: ringd_connect(%s): %s: %s", rank, j->h->d[rank].socket,
-                 ringd_errname(rc), ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: ringd_connect(%s): %s: %s", rank, j->h->d[rank].socket,
+                     ringd_errname(rc), ringd_last_error(NULL));
         c = NULL;
     } else if (ringd_rank(c) != rank || ringd_size(c) != j->n || ringd_local_rank(c) != 0 ||
                ringd_local_size(c) != 1) {
-        job_fail(j,
-                 "client of %s: rank %d of %d, local rank %d of %d; expected rank %d of %d, local "
-                 "0 of 1",
-                 j->h->d[rank].name, ringd_rank(c), ringd_size(c), ringd_local_rank(c),
-                 ringd_local_size(c), rank, j->n);
+        harness_fail(
+            &j->fail,
+            "client of %s: rank %d of %d, local rank %d of %d; expected rank %d of %d, local "
+            "0 of 1",
+            j->h->d[rank].name, ringd_rank(c), ringd_size(c), ringd_local_rank(c),
+            ringd_local_size(c), rank, j->n);
     }
     if (c) {
         shared = ringd_alloc(c, j->max_bytes);
         if (!shared)
-            job_fail(j, "rank %d: ringd_alloc(%zu): %s", rank, j->max_bytes, ringd_last_error(c));
+            harness_fail(&j->fail, "rank %d: ringd_alloc(%zu): %s", rank, j->max_bytes,
+                         ringd_last_error(c));
     }
     heap = malloc(j->max_bytes);
 
@@ -514,9 +498,9 @@ static int client_thread(int rank, void *arg)
             }
             rc = ringd_allreduce(c, buf, cs->count, cs->dtype, cs->op);
             if (rc != cs->expect) {
-                job_fail(j, "%s: rank %d: ringd_allreduce returned %s (%s), expected %s",
-                         case_name(j, k, name, sizeof name), rank, ringd_errname(rc),
-                         ringd_last_error(c), ringd_errname(cs->expect));
+                harness_fail(&j->fail, "%s: rank %d: ringd_allreduce returned %s (%s), expected %s",
+                             case_name(j, k, name, sizeof name), rank, ringd_errname(rc),
+                             ringd_last_error(c), ringd_errname(cs->expect));
                 failed = true;
             }
         }
@@ -525,11 +509,11 @@ static int client_thread(int rank, void *arg)
          * may be out of step after that. */
         int b = harness_barrier_wait(&j->bar, failed, BARRIER_MS);
         if (b < 0)
-            job_fail(j, "rank %d: other ranks did not finish case %zu within %d ms", rank, k,
-                     BARRIER_MS);
+            harness_fail(&j->fail, "rank %d: other ranks did not finish case %zu within %d ms",
+                         rank, k, BARRIER_MS);
         if (b != 0) break;
         if (cs->expect == 0) verify_slice(j, k, rank);
-        b = harness_barrier_wait(&j->bar, atomic_load(&j->failures) > MAX_FAILURES, BARRIER_MS);
+        b = harness_barrier_wait(&j->bar, atomic_load(&j->fail.count) > MAX_FAILURES, BARRIER_MS);
         if (b != 0) break;
         if (rank == 0) atomic_fetch_add(&j->done, 1);
     }
@@ -558,7 +542,7 @@ static void job_init(ring_job *j, harness *h, uint64_t seed, ring_case *cases, s
         cr_assert_not_null(j->input[r]);
     }
     harness_barrier_init(&j->bar, j->n);
-    pthread_mutex_init(&j->mu, NULL);
+    harness_failures_init(&j->fail);
 }
 
 static void job_destroy(ring_job *j)
@@ -566,7 +550,7 @@ static void job_destroy(ring_job *j)
     for (int r = 0; r < j->n; r++)
         free(j->input[r]);
     harness_barrier_destroy(&j->bar);
-    pthread_mutex_destroy(&j->mu);
+    harness_failures_destroy(&j->fail);
 }
 
 /* Runs every case of j on the started ring, one client thread per host, and
@@ -577,9 +561,9 @@ static void run_job(ring_job *j, int timeout_ms)
     int rc = harness_run_threads(j->h, j->n, client_thread, j, timeout_ms);
     fprintf(stderr, "%d hosts: %zu of %zu collectives in %.1f s, %d failures\n", j->n,
             atomic_load(&j->done), j->n_cases, (double)(harness_now_ms() - t0) / 1000,
-            atomic_load(&j->failures));
-    cr_assert_eq(atomic_load(&j->failures), 0, "%d failures; first: %s", atomic_load(&j->failures),
-                 j->first_failure);
+            atomic_load(&j->fail.count));
+    cr_assert_eq(atomic_load(&j->fail.count), 0, "%d failures; first: %s",
+                 atomic_load(&j->fail.count), j->fail.first);
     cr_assert_eq(rc, 0, "%s", j->h->err);
     cr_assert_eq(atomic_load(&j->done), j->n_cases);
 }
@@ -737,7 +721,7 @@ enum { DET_COUNT = 100003, DET_RUNS = 20, DET_HOSTS = 4 };
 typedef struct {
     harness *h;
     uint64_t seed;
-    ring_job *j;                        /* for job_fail() and the barrier */
+    ring_job *j;                        /* for harness_fail() and the barrier */
     unsigned char *first[DET_HOSTS][2]; /* each rank's result of run 0, per dtype */
 } det_job;
 
@@ -749,7 +733,7 @@ static int det_thread(int rank, void *arg)
     ringd_client *c = NULL;
     int rc = ringd_connect(d->h->d[rank].socket, &c);
     if (rc < 0) {
-        job_fail(j, "rank %d: ringd_connect: %s", rank, ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: ringd_connect: %s", rank, ringd_last_error(NULL));
         c = NULL;
     }
     size_t bytes = DET_COUNT * 4;
@@ -767,20 +751,21 @@ static int det_thread(int rank, void *arg)
             memcpy(buf, in, DET_COUNT * sz);
             rc = ringd_allreduce(c, buf, DET_COUNT, t, RINGD_SUM);
             if (rc < 0) {
-                job_fail(j, "rank %d: %s sum run %d: %s", rank, ringd_dtype_name(t), run,
-                         ringd_last_error(c));
+                harness_fail(&j->fail, "rank %d: %s sum run %d: %s", rank, ringd_dtype_name(t), run,
+                             ringd_last_error(c));
                 failed = true;
                 break;
             }
             if (run == 0)
                 memcpy(d->first[rank][ti], buf, DET_COUNT * sz);
             else if (memcmp(d->first[rank][ti], buf, DET_COUNT * sz) != 0)
-                job_fail(j, "rank %d: %s sum run %d differs from run 0", rank, ringd_dtype_name(t),
-                         run);
+                harness_fail(&j->fail, "rank %d: %s sum run %d differs from run 0", rank,
+                             ringd_dtype_name(t), run);
         }
         if (harness_barrier_wait(&j->bar, failed, BARRIER_MS) != 0) break;
         if (rank > 0 && memcmp(d->first[rank][ti], d->first[0][ti], DET_COUNT * sz) != 0)
-            job_fail(j, "rank %d: %s sum differs from rank 0's", rank, ringd_dtype_name(t));
+            harness_fail(&j->fail, "rank %d: %s sum differs from rank 0's", rank,
+                         ringd_dtype_name(t));
     }
     free(in);
     if (c) ringd_free(c, buf);
@@ -800,7 +785,7 @@ Test(allreduce, float_sum_gives_the_same_bits_on_every_run_and_rank)
     for (int r = 0; r < DET_HOSTS; r++)
         for (int t = 0; t < 2; t++)
             free(d.first[r][t]);
-    cr_assert_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_assert_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_assert_eq(rc, 0, "%s", H.err);
     job_destroy(&j);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
@@ -885,7 +870,7 @@ Test(ring, allreduce_waits_for_a_daemon_that_starts_late)
     atomic_store(&j.late_ready, true);
     int jrc = harness_threads_join(&H, &t, 200000);
     cr_assert_eq(rc, 0, "%s", H.err);
-    cr_assert_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_assert_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_assert_eq(jrc, 0, "%s", H.err);
     cr_assert_eq(atomic_load(&j.done), n_cases);
     job_destroy(&j);
@@ -910,7 +895,7 @@ static int nan_thread(int rank, void *arg)
     enum { COUNT = 64 };
     ringd_client *c = NULL;
     if (ringd_connect(nj->h->d[rank].socket, &c) < 0) {
-        job_fail(j, "rank %d: ringd_connect: %s", rank, ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: ringd_connect: %s", rank, ringd_last_error(NULL));
         return -1;
     }
     unsigned char buf[COUNT * 8];
@@ -922,8 +907,8 @@ static int nan_thread(int rank, void *arg)
                       i == (size_t)rank ? nan_bits(t) : encode_quarter(t, (int)(i % 33) - 16));
             int rc = ringd_allreduce(c, buf, COUNT, t, ops[oi]);
             if (rc < 0) {
-                job_fail(j, "rank %d: %s %s: %s", rank, ringd_dtype_name(t), ringd_op_name(ops[oi]),
-                         ringd_last_error(c));
+                harness_fail(&j->fail, "rank %d: %s %s: %s", rank, ringd_dtype_name(t),
+                             ringd_op_name(ops[oi]), ringd_last_error(c));
                 ringd_close(c);
                 return -1;
             }
@@ -932,9 +917,9 @@ static int nan_thread(int rank, void *arg)
                             want = decode(t, encode_quarter(t, (int)(i % 33) - 16));
                 bool ok = i < (size_t)j->n ? isnan(v) : v == want;
                 if (!ok)
-                    job_fail(j, "rank %d: %s %s: element %zu is %Lg, expected %s", rank,
-                             ringd_dtype_name(t), ringd_op_name(ops[oi]), i, v,
-                             i < (size_t)j->n ? "NaN" : "its input");
+                    harness_fail(&j->fail, "rank %d: %s %s: element %zu is %Lg, expected %s", rank,
+                                 ringd_dtype_name(t), ringd_op_name(ops[oi]), i, v,
+                                 i < (size_t)j->n ? "NaN" : "its input");
             }
         }
     }
@@ -951,7 +936,7 @@ Test(allreduce, a_nan_in_any_input_gives_nan_for_min_and_max)
     job_init(&j, &H, 0, NULL, 0);
     nan_job nj = {&H, &j};
     int rc = harness_run_threads(&H, N, nan_thread, &nj, 120000);
-    cr_assert_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_assert_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_assert_eq(rc, 0, "%s", H.err);
     job_destroy(&j);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);

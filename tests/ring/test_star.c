@@ -43,23 +43,8 @@ TestSuite(star, .init = setup, .fini = teardown, .timeout = 600);
 
 typedef struct {
     int n, root;
-    atomic_int failures;
-    char first_failure[1024];
-    pthread_mutex_t mu;
+    harness_failures fail;
 } job;
-
-static void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void job_fail(job *j, const char *fmt, ...)
-{
-    pthread_mutex_lock(&j->mu);
-    if (atomic_fetch_add(&j->failures, 1) == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->first_failure, sizeof j->first_failure, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&j->mu);
-}
 
 static int is_float(ringd_dtype t)
 {
@@ -73,7 +58,8 @@ static int check(job *j, const char *what, int rank, const void *got, const void
     size_t k = 0;
     while (((const uint8_t *)got)[k] == ((const uint8_t *)want)[k])
         k++;
-    job_fail(j, "%s: rank %d: byte %zu of %zu differs from the reference", what, rank, k, bytes);
+    harness_fail(&j->fail, "%s: rank %d: byte %zu of %zu differs from the reference", what, rank, k,
+                 bytes);
     return -1;
 }
 
@@ -92,14 +78,14 @@ static int every_dtype_op_and_size(int idx, void *arg)
     job *j = arg;
     ringd_client *c = NULL;
     if (ringd_connect(H.d[idx].socket, &c) < 0) {
-        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: connect: %s", idx, ringd_last_error(NULL));
         return -1;
     }
     int r = ringd_rank(c), n = ringd_size(c);
     size_t max = 5003;
     uint8_t *buf = ringd_alloc(c, max * 8), *plain = malloc(max * 8), *want = malloc(max * 8);
     char what[160];
-    if (n != j->n) job_fail(j, "rank %d: size %d, expected %d", r, n, j->n);
+    if (n != j->n) harness_fail(&j->fail, "rank %d: size %d, expected %d", r, n, j->n);
 
     for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes && buf; d++) {
         ringd_dtype t = dtypes[d];
@@ -120,7 +106,7 @@ static int every_dtype_op_and_size(int idx, void *arg)
                 snprintf(what, sizeof what, "allreduce of %zu x %s %s", count, ringd_dtype_name(t),
                          ringd_op_name(op));
                 if (ringd_run(c, &ar) < 0)
-                    job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+                    harness_fail(&j->fail, "%s: rank %d: %s", what, r, ringd_last_error(c));
                 else
                     check(j, what, r, b, want, count * es);
             }
@@ -149,27 +135,29 @@ static int every_dtype_op_and_size(int idx, void *arg)
         ringd_dtype t = f ? RINGD_FLOAT64 : RINGD_FLOAT32;
         snprintf(what, sizeof what, "allreduce of rounding %s", ringd_dtype_name(t));
         if (ringd_allreduce(c, buf, count, t, RINGD_SUM) < 0)
-            job_fail(j, "%s: rank %d: %s", what, r, ringd_last_error(c));
+            harness_fail(&j->fail, "%s: rank %d: %s", what, r, ringd_last_error(c));
         else
             check(j, what, r, buf, want, count * ringd_dtype_size(t));
     }
 
-    if (ringd_barrier(c) < 0) job_fail(j, "barrier: rank %d: %s", r, ringd_last_error(c));
+    if (ringd_barrier(c) < 0)
+        harness_fail(&j->fail, "barrier: rank %d: %s", r, ringd_last_error(c));
 
     /* The other collectives are refused, the same way on every rank, and
      * the star goes on. */
     int rc = ringd_broadcast(c, buf, 10, RINGD_INT32, 0);
     if (rc != RINGD_EINVAL ||
         !strstr(ringd_last_error(c), "algorithm star supports allreduce and barrier only"))
-        job_fail(j, "broadcast: rank %d: %s (%d), expected RINGD_EINVAL", r, ringd_last_error(c),
-                 rc);
-    if (ringd_barrier(c) < 0) job_fail(j, "barrier: rank %d: %s", r, ringd_last_error(c));
+        harness_fail(&j->fail, "broadcast: rank %d: %s (%d), expected RINGD_EINVAL", r,
+                     ringd_last_error(c), rc);
+    if (ringd_barrier(c) < 0)
+        harness_fail(&j->fail, "barrier: rank %d: %s", r, ringd_last_error(c));
 
     free(plain);
     free(want);
     ringd_free(c, buf);
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 static void run_star(int n, int root, const char *extra)
@@ -179,11 +167,11 @@ static void run_star(int n, int root, const char *extra)
     cr_assert_eq(harness_init(&H, n, yaml), 0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed("star"), 50), 0, "%s", H.err);
     job j = {.n = n, .root = root};
-    pthread_mutex_init(&j.mu, NULL);
+    harness_failures_init(&j.fail);
     int rc = harness_run_threads(&H, n, every_dtype_op_and_size, &j, 300000);
-    cr_expect_eq(atomic_load(&j.failures), 0, "N=%d: %s", n, j.first_failure);
+    cr_expect_eq(atomic_load(&j.fail.count), 0, "N=%d: %s", n, j.fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
-    pthread_mutex_destroy(&j.mu);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -219,7 +207,7 @@ static int times_out(int idx, void *arg)
     job *j = arg;
     ringd_client *c = NULL;
     if (ringd_connect(H.d[idx].socket, &c) < 0) {
-        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: connect: %s", idx, ringd_last_error(NULL));
         return -1;
     }
     float x[100] = {0};
@@ -228,13 +216,14 @@ static int times_out(int idx, void *arg)
     int64_t took = harness_now_ms() - t0;
     const char *msg = ringd_last_error(c);
     if (rc != RINGD_ETIMEDOUT)
-        job_fail(j, "rank %d: got %d (%s), expected RINGD_ETIMEDOUT", idx, rc, msg);
+        harness_fail(&j->fail, "rank %d: got %d (%s), expected RINGD_ETIMEDOUT", idx, rc, msg);
     else if (idx == 0 && !strstr(msg, "host h2"))
-        job_fail(j, "rank 0: the message does not name host h2: %s", msg);
+        harness_fail(&j->fail, "rank 0: the message does not name host h2: %s", msg);
     else if (took > 10000)
-        job_fail(j, "rank %d: failed after %lld ms, the deadline is 1 s", idx, (long long)took);
+        harness_fail(&j->fail, "rank %d: failed after %lld ms, the deadline is 1 s", idx,
+                     (long long)took);
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 static int allreduce_ok(int idx, void *arg)
@@ -242,22 +231,22 @@ static int allreduce_ok(int idx, void *arg)
     job *j = arg;
     ringd_client *c = NULL;
     if (ringd_connect(H.d[idx].socket, &c) < 0) {
-        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: connect: %s", idx, ringd_last_error(NULL));
         return -1;
     }
     int64_t x[3000];
     for (int i = 0; i < 3000; i++)
         x[i] = idx * 1000 + i;
     int rc = ringd_allreduce(c, x, 3000, RINGD_INT64, RINGD_SUM);
-    if (rc < 0) job_fail(j, "rank %d: %s", idx, ringd_last_error(c));
+    if (rc < 0) harness_fail(&j->fail, "rank %d: %s", idx, ringd_last_error(c));
     for (int i = 0; i < 3000 && rc == 0; i++)
         if (x[i] != 3000 + 3 * i) {
-            job_fail(j, "rank %d: element %d is %lld, expected %d", idx, i, (long long)x[i],
-                     3000 + 3 * i);
+            harness_fail(&j->fail, "rank %d: element %d is %lld, expected %d", idx, i,
+                         (long long)x[i], 3000 + 3 * i);
             break;
         }
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(star, a_host_that_is_not_up_makes_the_collective_time_out_then_it_joins)
@@ -271,18 +260,18 @@ Test(star, a_host_that_is_not_up_makes_the_collective_time_out_then_it_joins)
     cr_assert_eq(harness_wait_ready(&H, 0, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
     cr_assert_eq(harness_wait_ready(&H, 1, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
     job j = {.n = 3};
-    pthread_mutex_init(&j.mu, NULL);
+    harness_failures_init(&j.fail);
     int rc = harness_run_threads(&H, 2, times_out, &j, 60000);
-    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
 
     /* The missing host comes: the star forms and works. */
     cr_assert_eq(harness_spawn(&H, 2), 0, "%s", H.err);
     cr_assert_eq(harness_wait_ready(&H, 2, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
     rc = harness_run_threads(&H, 3, allreduce_ok, &j, 60000);
-    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
-    pthread_mutex_destroy(&j.mu);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -296,8 +285,8 @@ Test(star, a_lost_leaf_fails_the_collective_naming_it_and_the_rest_go_on)
                  0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed("star-lost"), 0), 0, "%s", H.err);
     job j = {.n = 3};
-    pthread_mutex_init(&j.mu, NULL);
-    cr_assert_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.first_failure);
+    harness_failures_init(&j.fail);
+    cr_assert_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.fail.first);
 
     /* Ranks 0 and 1 start an allreduce that h2 never joins: h2 dies. */
     ringd_client *c[2];
@@ -324,8 +313,8 @@ Test(star, a_lost_leaf_fails_the_collective_naming_it_and_the_rest_go_on)
         harness_sleep_ms(10); /* until the killed one is reaped */
     cr_assert_eq(spawned, 0, "%s", H.err);
     cr_assert_eq(harness_wait_ready(&H, 2, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
-    cr_expect_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.first_failure);
-    pthread_mutex_destroy(&j.mu);
+    cr_expect_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.fail.first);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -338,7 +327,7 @@ static int count_differs(int idx, void *arg)
     job *j = arg;
     ringd_client *c = NULL;
     if (ringd_connect(H.d[idx].socket, &c) < 0) {
-        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: connect: %s", idx, ringd_last_error(NULL));
         return -1;
     }
     static float x[3][20000];
@@ -348,11 +337,13 @@ static int count_differs(int idx, void *arg)
     const char *msg = ringd_last_error(c);
     snprintf(mismatch_msg[idx], sizeof mismatch_msg[idx], "%s", msg);
     if (rc != RINGD_EMISMATCH || !strstr(msg, "differs between ranks") || !strstr(msg, "h2"))
-        job_fail(j, "rank %d: got %d (%s), expected RINGD_EMISMATCH naming h2", idx, rc, msg);
+        harness_fail(&j->fail, "rank %d: got %d (%s), expected RINGD_EMISMATCH naming h2", idx, rc,
+                     msg);
     /* The star goes on with the next collective. */
-    if (ringd_barrier(c) < 0) job_fail(j, "barrier: rank %d: %s", idx, ringd_last_error(c));
+    if (ringd_barrier(c) < 0)
+        harness_fail(&j->fail, "barrier: rank %d: %s", idx, ringd_last_error(c));
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(star, ranks_that_disagree_fail_on_every_rank_with_the_same_message_and_the_star_goes_on)
@@ -362,14 +353,14 @@ Test(star, ranks_that_disagree_fail_on_every_rank_with_the_same_message_and_the_
         "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed("star-mismatch"), 30), 0, "%s", H.err);
     job j = {.n = 3};
-    pthread_mutex_init(&j.mu, NULL);
+    harness_failures_init(&j.fail);
     int rc = harness_run_threads(&H, 3, count_differs, &j, 60000);
-    cr_expect_eq(atomic_load(&j.failures), 0, "%s", j.first_failure);
+    cr_expect_eq(atomic_load(&j.fail.count), 0, "%s", j.fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
     for (int i = 1; i < 3; i++)
         cr_expect_str_eq(mismatch_msg[i], mismatch_msg[0],
                          "rank %d's message differs from rank 0's", i);
-    pthread_mutex_destroy(&j.mu);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -414,9 +405,9 @@ Test(star, a_leaf_with_the_wrong_key_is_refused_and_joins_once_it_is_fixed)
     cr_assert_eq(harness_spawn(&H, 2), 0, "%s", H.err);
     cr_assert_eq(harness_wait_ready(&H, 2, HARNESS_READY_TIMEOUT_MS), 0, "%s", H.err);
     job j = {.n = 3};
-    pthread_mutex_init(&j.mu, NULL);
-    cr_expect_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.first_failure);
-    pthread_mutex_destroy(&j.mu);
+    harness_failures_init(&j.fail);
+    cr_expect_eq(harness_run_threads(&H, 3, allreduce_ok, &j, 60000), 0, "%s", j.fail.first);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -435,7 +426,7 @@ static int three_phases(int idx, void *arg)
     flip_run *f = arg;
     ringd_client *c = NULL;
     if (ringd_connect(H.d[idx].socket, &c) < 0) {
-        job_fail(&f->j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        harness_fail(&f->j.fail, "rank %d: connect: %s", idx, ringd_last_error(NULL));
         harness_barrier_wait(&f->bar, true, 60000);
         return -1;
     }
@@ -452,16 +443,17 @@ static int three_phases(int idx, void *arg)
             snprintf(f->msg[idx], sizeof f->msg[idx], "%s", ringd_last_error(c));
             continue;
         }
-        if (rc < 0) job_fail(&f->j, "phase %d: rank %d: %s", phase, idx, ringd_last_error(c));
+        if (rc < 0)
+            harness_fail(&f->j.fail, "phase %d: rank %d: %s", phase, idx, ringd_last_error(c));
         for (int i = 0; i < 3000 && rc == 0; i++)
             if (x[i] != 3000 + 3 * (i + phase)) {
-                job_fail(&f->j, "phase %d: rank %d: element %d is %lld", phase, idx, i,
-                         (long long)x[i]);
+                harness_fail(&f->j.fail, "phase %d: rank %d: element %d is %lld", phase, idx, i,
+                             (long long)x[i]);
                 break;
             }
     }
     ringd_close(c);
-    return atomic_load(&f->j.failures) ? -1 : 0;
+    return atomic_load(&f->j.fail.count) ? -1 : 0;
 }
 
 Test(star, a_bit_flipped_on_a_leafs_link_fails_the_collective_on_every_rank_never_the_sum)
@@ -478,11 +470,11 @@ Test(star, a_bit_flipped_on_a_leafs_link_fails_the_collective_on_every_rank_neve
                  "%s", H.err);
     spawn_all(config, 1, h1_config);
 
-    pthread_mutex_init(&f.j.mu, NULL);
+    harness_failures_init(&f.j.fail);
     harness_barrier_init(&f.bar, 3);
     int rc = harness_run_threads(&H, 3, three_phases, &f, 120000);
     harness_proxy_stop(&proxy);
-    cr_expect_eq(atomic_load(&f.j.failures), 0, "%s", f.j.first_failure);
+    cr_expect_eq(atomic_load(&f.j.fail.count), 0, "%s", f.j.fail.first);
     cr_expect_eq(rc, 0, "%s", H.err);
     cr_expect_eq(harness_proxy_flipped(&proxy), 1, "the proxy flipped %d bits",
                  harness_proxy_flipped(&proxy));
@@ -492,7 +484,7 @@ Test(star, a_bit_flipped_on_a_leafs_link_fails_the_collective_on_every_rank_neve
         cr_expect(strstr(f.msg[i], "checksum mismatch") != NULL, "rank %d: %s", i, f.msg[i]);
     }
     harness_barrier_destroy(&f.bar);
-    pthread_mutex_destroy(&f.j.mu);
+    harness_failures_destroy(&f.j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
 
@@ -504,7 +496,7 @@ static int big_allreduce(int idx, void *arg)
     job *j = arg;
     ringd_client *c = NULL;
     if (ringd_connect(H.d[idx].socket, &c) < 0) {
-        job_fail(j, "rank %d: connect: %s", idx, ringd_last_error(NULL));
+        harness_fail(&j->fail, "rank %d: connect: %s", idx, ringd_last_error(NULL));
         return -1;
     }
     int32_t *x = ringd_alloc(c, big_count * sizeof *x);
@@ -512,14 +504,14 @@ static int big_allreduce(int idx, void *arg)
     for (size_t i = 0; i < big_count && x; i++)
         x[i] = idx * 1000 + (int32_t)(i % 100000);
     if (x) rc = ringd_allreduce(c, x, big_count, RINGD_INT32, RINGD_SUM);
-    if (rc < 0) job_fail(j, "rank %d: %s", idx, ringd_last_error(c));
+    if (rc < 0) harness_fail(&j->fail, "rank %d: %s", idx, ringd_last_error(c));
     for (size_t i = 0; i < big_count && rc == 0; i++)
         if (x[i] != 3000 + 3 * (int32_t)(i % 100000)) {
-            job_fail(j, "rank %d: element %zu is %d", idx, i, x[i]);
+            harness_fail(&j->fail, "rank %d: element %zu is %d", idx, i, x[i]);
             break;
         }
     ringd_close(c);
-    return atomic_load(&j->failures) ? -1 : 0;
+    return atomic_load(&j->fail.count) ? -1 : 0;
 }
 
 Test(star, a_reload_to_a_larger_segment_size_keeps_every_result_exact)
@@ -530,9 +522,9 @@ Test(star, a_reload_to_a_larger_segment_size_keeps_every_result_exact)
                  0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed("star-reload"), 0), 0, "%s", H.err);
     job j = {.n = 3};
-    pthread_mutex_init(&j.mu, NULL);
+    harness_failures_init(&j.fail);
     big_count = 1u << 20; /* 4 MiB: 64 segments, 16 windows' worth at the root */
-    cr_expect_eq(harness_run_threads(&H, 3, big_allreduce, &j, 120000), 0, "%s", j.first_failure);
+    cr_expect_eq(harness_run_threads(&H, 3, big_allreduce, &j, 120000), 0, "%s", j.fail.first);
 
     /* Every host reloads to 4 MiB segments: the root's windows must grow. */
     cr_assert_eq(harness_config_variant(&H, "ringd.yaml", "segment_size: 64KiB",
@@ -542,7 +534,7 @@ Test(star, a_reload_to_a_larger_segment_size_keeps_every_result_exact)
     for (int i = 0; i < 3; i++)
         cr_assert_eq(harness_wait_log(&H, i, "reload: segment_size", 20000), 0, "%s", H.err);
     big_count = 6u << 20; /* 24 MiB: 6 segments, more than the root's window of 4 */
-    cr_expect_eq(harness_run_threads(&H, 3, big_allreduce, &j, 120000), 0, "%s", j.first_failure);
-    pthread_mutex_destroy(&j.mu);
+    cr_expect_eq(harness_run_threads(&H, 3, big_allreduce, &j, 120000), 0, "%s", j.fail.first);
+    harness_failures_destroy(&j.fail);
     cr_assert_eq(harness_stop(&H), 0, "%s", H.err);
 }
