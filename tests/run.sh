@@ -38,7 +38,22 @@ case "${1:-}" in
     ;;
 esac
 
-"deploy/install-deps.sh"
+# Where the time goes, stage by stage, printed at the end (and on a failure
+# that stops the suite), to keep the whole within CI's budget.
+stage_times=()
+timed() { # name command...
+    local name=$1 t0=$SECONDS; shift
+    "$@"
+    stage_times+=("$name $((SECONDS - t0)) s")
+}
+print_times() {
+    local out="" s
+    for s in "${stage_times[@]}"; do out+="${out:+, }$s"; done
+    [ -z "$out" ] || echo "== time: $out; total $SECONDS s"
+}
+trap print_times EXIT
+
+timed install "deploy/install-deps.sh"
 
 build=${RINGD_BUILD_DIR:-build}
 build_asan=${RINGD_ASAN_BUILD_DIR:-build-asan}
@@ -66,10 +81,15 @@ run_ctest() { # build-dir ctest-options...
 
 run_suite() { # build-dir cmake-options...
     local dir=$1; shift
+    timed "configure+build $dir" build_tree "$dir" "$@"
+    timed "tests $dir" run_ctest "$dir"
+}
+
+build_tree() { # build-dir cmake-options...
+    local dir=$1; shift
     configure "$dir" "$@"
     echo "== build $dir"
     cmake --build "$dir" -j "$jobs"
-    run_ctest "$dir"
 }
 
 # The quick tier builds the daemon, ringctl, the library and the tests of
@@ -92,11 +112,13 @@ stress_failed=()
 stress() { # build-dir minutes [--asan]
     local dir=$1; shift
     [ "$1" != 0 ] || return 0
+    local t0=$SECONDS
     RINGD_BUILD_DIR=$dir tests/stress.sh "$@" || stress_failed+=("tests/stress.sh $* ($dir)")
+    stage_times+=("stress $dir $((SECONDS - t0)) s")
 }
 
 if [ $mode = quick ]; then
-    quick
+    timed "quick tier" quick
     echo "== the quick tier passed"
     exit 0
 fi
@@ -108,7 +130,7 @@ if [ $mode = full ]; then
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_suite "$build_asan" -DRINGD_SANITIZE=ON
     stress "$build_asan" "${RINGD_STRESS_ASAN_MINUTES:-2}" --asan
-    tests/fuzz/run.sh "${RINGD_FUZZ_SECONDS:-60}"
+    timed fuzzers tests/fuzz/run.sh "${RINGD_FUZZ_SECONDS:-60}"
 fi
 if [ ${#stress_failed[@]} -gt 0 ]; then
     echo "== failed: ${stress_failed[*]} (each failure above says what replays it)"
