@@ -11,8 +11,9 @@
  * on the others (PROTOCOL.md, Outcomes: a lap confirms what some host on
  * it knew). So each COMMIT also says what each host knew (known), and a
  * host answers a success only once spare + 1 hosts know it, spare being
- * how many hosts a lap may close over (n - min_hosts in an elastic ring,
- * else 0): whichever hosts a lap leaves out, one on it knows.
+ * the configured hosts above min_hosts in an elastic ring (else 0): any
+ * later ring has min_hosts hosts, so one of any spare + 1 is on it,
+ * whichever hosts it left out and whichever came back meanwhile.
  */
 #ifndef RINGD_COMMIT_H
 #define RINGD_COMMIT_H

@@ -30,10 +30,16 @@ static void append_note(char *dst, size_t cap, const char *src)
     dst[n + k] = '\0';
 }
 
-void epochs_set_elastic(epochs *e)
+void epochs_set_elastic(epochs *e, int min_hosts)
 {
     e->elastic = 1;
+    e->min_hosts = min_hosts;
     e->members = frame_members_all((size_t)e->n);
+}
+
+void epochs_set_min_hosts(epochs *e, int min_hosts)
+{
+    e->min_hosts = min_hosts;
 }
 
 void epochs_note(epochs *e, const char *why)
@@ -92,7 +98,7 @@ int epochs_done_of(const epochs *e, uint32_t x, uint64_t *done)
     for (int i = 0; i < e->n_ready; i++) {
         if (e->ready[i].epoch == x) {
             *done = e->ready[i].done;
-            return 1;
+            return e->ready[i].outside ? -1 : 1;
         }
     }
     if (!e->birth || x < e->birth) return -1;
@@ -141,6 +147,146 @@ static uint32_t newest_ready(const epochs *e)
     return e->n_ready ? e->ready[e->n_ready - 1].epoch : 0;
 }
 
+/* Hosts of c's ring from its origin forward to this one: 0 at the origin. */
+static int hops_from_origin(const epochs *e, const frame_epoch *c)
+{
+    int d = 0;
+    for (int h = (int)c->origin; h != e->me; h = (h + 1) % e->n)
+        if (c->members & (UINT64_C(1) << h)) d++;
+    return d;
+}
+
+/* How many hosts may not know of c's verdict: the configured hosts above
+ * min_hosts. Any ring of min_hosts hosts has at least one host of any
+ * n - min_hosts + 1, whatever hosts came and went meanwhile (a ring of
+ * exactly min_hosts may lose one while another comes back): spare + 1 of
+ * c's hosts must have it before any acts on it. A ring below min_hosts
+ * settles nothing (links.c), so holds nothing either. */
+static int spare_of(const epochs *e, const frame_epoch *c)
+{
+    if (!e->elastic || !c->members || __builtin_popcountll(c->members) < e->min_hosts) return 0;
+    return e->n > e->min_hosts ? e->n - e->min_hosts : 0;
+}
+
+/* What the confirmation c said, for a later lap to carry (flags: the
+ * ones kept). */
+static frame_prior verdict_of(const frame_epoch *c, uint8_t flags)
+{
+    frame_prior p = {.epoch = c->epoch,
+                     .prev_epoch = c->prev_epoch,
+                     .flags = c->flags & flags,
+                     .code = c->code,
+                     .fail_seq = c->fail_seq,
+                     .fail_class = c->fail_class,
+                     .done = c->done,
+                     .top = c->top,
+                     .members = c->members,
+                     .members_epoch = c->members_epoch};
+    memcpy(p.reason, c->reason, sizeof p.reason);
+    memcpy(p.members_why, c->members_why, sizeof p.members_why);
+    return p;
+}
+
+/* A confirmation that left the ring waiting (w) settled the epoch that
+ * the verdict p settles, before p: for a host that missed both, what w
+ * said of it stands (what succeeded, what failed and why), not p's word
+ * on what was settled already. Where the epoch ends, and so where p's
+ * starts, is still p's top, as on every host that had p. If w resized
+ * nothing and p did, the collectives ended without a resize, and only
+ * then did the ring move to p's membership: INCOMPLETE says so (links.c
+ * settles it in two). Merging w twice changes nothing. */
+static void merge_waited(frame_prior *p, const frame_prior *w)
+{
+    if (!w->epoch || w->prev_epoch != p->prev_epoch) return;
+    if ((p->flags & EPOCH_FLAG_RESIZED) && !(w->flags & EPOCH_FLAG_RESIZED))
+        p->flags |= EPOCH_FLAG_INCOMPLETE;
+    p->flags =
+        (uint8_t)((p->flags & ~EPOCH_FLAG_DONE_UNKNOWN) | (w->flags & EPOCH_FLAG_DONE_UNKNOWN));
+    p->code = w->code;
+    p->fail_seq = w->fail_seq;
+    p->fail_class = w->fail_class;
+    p->done = w->done;
+    memcpy(p->reason, w->reason, sizeof p->reason);
+    if (w->flags & EPOCH_FLAG_RESIZED) {
+        p->flags |= EPOCH_FLAG_RESIZED;
+        memcpy(p->members_why, w->members_why, sizeof p->members_why);
+    }
+}
+
+/* The verdict by which c's epoch becomes ready, for a later lap to carry
+ * as its prior, where w was the first confirmation to settle the epoch
+ * before (one that left the ring waiting), if any. */
+static frame_prior verdict_after(const frame_prior *w, const frame_epoch *c)
+{
+    /* (c's INCOMPLETE: c is a prior that says so, settled late.) */
+    frame_prior p =
+        verdict_of(c, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
+    merge_waited(&p, w);
+    return p;
+}
+
+/* What this host knows of the epochs, counting the CONFIRM it holds
+ * (epochs_hold()) as settled: the laps it folds carry that as if it had
+ * settled it. */
+typedef struct {
+    uint32_t ready;     /* the newest epoch ready */
+    frame_prior last;   /* the verdict that made it ready */
+    frame_prior waited; /* the first that settled it since, leaving the ring waiting */
+    int held;           /* ready only by what this host holds */
+} knowledge;
+
+static knowledge known(const epochs *e)
+{
+    knowledge k = {.ready = newest_ready(e), .last = e->last, .waited = e->waited};
+    const frame_epoch *h = e->held.epoch && e->held.epoch > k.ready ? &e->held : NULL;
+    if (!h) return k;
+    /* The verdict that made the held one's epoch ready, if this host
+     * missed it: a host that settles h would settle it first. */
+    if (h->prior.epoch && h->prior.epoch == h->prev_epoch && h->prev_epoch > k.ready) {
+        k.ready = h->prev_epoch;
+        k.last = h->prior;
+        memset(&k.waited, 0, sizeof k.waited);
+        k.held = 1;
+    }
+    if (h->prev_epoch != k.ready) return k;
+    frame_prior w = k.waited;
+    if (!w.epoch && h->waited.epoch && h->waited.prev_epoch == k.ready) w = h->waited;
+    if (h->flags & EPOCH_FLAG_INCOMPLETE) {
+        /* It makes nothing ready: it settles k.ready, waiting (none if the
+         * ring was never ready: nothing to settle). */
+        if (!k.ready) return k;
+        if (!w.epoch)
+            w = verdict_of(h, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
+        k.waited = w;
+        return k;
+    }
+    k.last = verdict_after(&w, h);
+    k.ready = h->epoch;
+    memset(&k.waited, 0, sizeof k.waited);
+    k.held = 1;
+    return k;
+}
+
+/* The epoch the membership this host would run in was agreed in: that of
+ * one it holds, if that resized the ring. */
+static uint32_t members_epoch_of(const epochs *e)
+{
+    knowledge k = known(e);
+    return k.held && (k.last.flags & EPOCH_FLAG_RESIZED) ? k.last.members_epoch : e->members_epoch;
+}
+
+/* Whether waited a goes on a lap instead of b, two confirmations that
+ * settled the same epoch, leaving the ring waiting, that hosts on the lap
+ * know as the first to. The later stands: the lap that made it passed
+ * min_hosts hosts, and had any host acted on the earlier, spare + 1 hosts
+ * had it (epochs_hold()), one of them was on that lap, and the later
+ * would carry the earlier as its own waited (the first stands) rather
+ * than be known as the first. Both may be only held. */
+static int waited_later(const frame_prior *a, const frame_prior *b)
+{
+    return !b->epoch || a->epoch > b->epoch;
+}
+
 /* Adds what this host knows to a RESET or FORM going round. */
 static void fold(const epochs *e, frame_epoch *f)
 {
@@ -148,7 +294,11 @@ static void fold(const epochs *e, frame_epoch *f)
      * origin may know an older one, or none (it has just started, or it
      * missed a confirmation): the hosts before this one on the lap were
      * not ready in this one's, so what they added is of no use to it. */
-    uint32_t mine = newest_ready(e);
+    knowledge k = known(e);
+    /* An epoch ready only by what this host holds counts as ready here,
+     * with nothing done in it (this host ran none of its collectives). */
+    uint32_t mine = k.ready;
+    frame_prior lap_waited = f->waited;
     if (mine > f->prev_epoch) {
         f->prev_epoch = mine;
         f->done = UINT64_MAX;
@@ -167,12 +317,21 @@ static void fold(const epochs *e, frame_epoch *f)
         }
     }
     /* How prev_epoch became ready, for a host on the lap that missed it. */
-    if (!f->prior.epoch && mine == f->prev_epoch && e->last.epoch == mine) f->prior = e->last;
+    if (!f->prior.epoch && mine == f->prev_epoch && k.last.epoch == mine) {
+        f->prior = k.last;
+        /* A waited some host on the lap settled, of the epoch the prior
+         * settles: the prior is only held here (one that any host settled
+         * would have been on the lap that made the waited), and the
+         * waited stands. */
+        if (lap_waited.epoch > f->prior.epoch) merge_waited(&f->prior, &lap_waited);
+    }
+    if (f->prior.epoch && f->prior.prev_epoch == newest_ready(e) && k.waited.epoch > f->prior.epoch)
+        merge_waited(&f->prior, &k.waited);
     /* The first confirmation that settled prev_epoch, for a host that
      * missed it: the lap's own verdict comes too late for what it held. */
-    if (mine == f->prev_epoch && e->waited.epoch && e->waited.prev_epoch == mine &&
-        (!f->waited.epoch || e->waited.epoch < f->waited.epoch))
-        f->waited = e->waited;
+    if (mine == f->prev_epoch && k.waited.epoch && k.waited.prev_epoch == mine &&
+        waited_later(&k.waited, &f->waited))
+        f->waited = k.waited;
     uint64_t done;
     switch (f->prev_epoch ? epochs_done_of(e, f->prev_epoch, &done) : -1) {
     case 1:
@@ -188,7 +347,10 @@ static void fold(const epochs *e, frame_epoch *f)
     }
     epoch_failure theirs = {
         .code = f->code, .seq = f->fail_seq, .cls = f->fail_class, .origin = f->fail_origin};
-    if (epochs_failure_first(&e->failure, &theirs)) {
+    /* A failure of a collective of the epoch the held CONFIRM settled is
+     * not of the one after it (which this host never ran). */
+    int failure_here = !k.held || e->failure.seq == FRAME_NO_SEQ;
+    if (failure_here && epochs_failure_first(&e->failure, &theirs)) {
         f->code = e->failure.code;
         f->fail_seq = e->failure.seq;
         f->fail_class = e->failure.cls;
@@ -199,7 +361,7 @@ static void fold(const epochs *e, frame_epoch *f)
         f->members |= UINT64_C(1) << e->me;
         /* A host of another membership (one that was closed over, or that
          * missed a resize): the ring that forms is a new one. */
-        if (e->members_epoch != f->members_epoch) f->flags |= EPOCH_FLAG_RESIZED;
+        if (members_epoch_of(e) != f->members_epoch) f->flags |= EPOCH_FLAG_RESIZED;
         if (e->note[0]) append_note(f->members_why, sizeof f->members_why, e->note);
     }
     if (e->incomplete) {
@@ -232,7 +394,7 @@ uint32_t epochs_start(epochs *e, epoch_phase phase, frame_epoch *lap)
     lap->fail_seq = FRAME_NO_SEQ;
     lap->prev_epoch = newest_ready(e);
     lap->done = UINT64_MAX;
-    lap->members_epoch = e->members_epoch;
+    lap->members_epoch = members_epoch_of(e);
     fold(e, lap);
     return x;
 }
@@ -265,8 +427,19 @@ epoch_action epochs_receive(epochs *e, frame_epoch *f)
     /* A FORM that a link coming up started before this BREAK, of an older
      * epoch, was dropped on the way: nothing else would form the ring. */
     if (f->phase == EPOCH_BREAK && mine && e->phase == RING_BROKEN) return EPOCH_BREAK_ROUND;
-    if (f->phase == EPOCH_CONFIRM && !mine && e->phase == RING_FORMING) return EPOCH_CONFIRMED;
+    if (f->phase == EPOCH_CONFIRM && e->phase == RING_FORMING) {
+        if (e->held.epoch == f->epoch) return EPOCH_CONFIRMED; /* its second pass */
+        if (mine) return EPOCH_DROP;
+        return epochs_hold(e, f) ? EPOCH_HELD : EPOCH_CONFIRMED;
+    }
     return EPOCH_DROP;
+}
+
+int epochs_hold(epochs *e, const frame_epoch *c)
+{
+    if (hops_from_origin(e, c) >= spare_of(e, c)) return 0;
+    e->held = *c;
+    return 1;
 }
 
 frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f)
@@ -284,25 +457,6 @@ frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f)
     return c;
 }
 
-/* What the confirmation c said, for a later lap to carry (flags: the
- * ones kept). */
-static frame_prior verdict_of(const frame_epoch *c, uint8_t flags)
-{
-    frame_prior p = {.epoch = c->epoch,
-                     .prev_epoch = c->prev_epoch,
-                     .flags = c->flags & flags,
-                     .code = c->code,
-                     .fail_seq = c->fail_seq,
-                     .fail_class = c->fail_class,
-                     .done = c->done,
-                     .top = c->top,
-                     .members = c->members,
-                     .members_epoch = c->members_epoch};
-    memcpy(p.reason, c->reason, sizeof p.reason);
-    memcpy(p.members_why, c->members_why, sizeof p.members_why);
-    return p;
-}
-
 /* c's epoch is ready from now on, as far as this host counts: done and
  * top start at 0, and c is the verdict that made it so. */
 static void push_ready(epochs *e, const frame_epoch *c)
@@ -317,34 +471,13 @@ static void push_ready(epochs *e, const frame_epoch *c)
     e->ready[e->n_ready].top = 0;
     e->ready[e->n_ready].confirmed = 0;
     e->ready[e->n_ready].members = e->members;
+    e->ready[e->n_ready].outside = 0;
     e->n_ready++;
-    frame_prior *p = &e->last, *w = &e->waited;
-    /* (c's INCOMPLETE: c is a prior that says so, settled late.) */
-    *p = verdict_of(c, EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED | EPOCH_FLAG_INCOMPLETE);
-    if (w->epoch && w->prev_epoch == c->prev_epoch) {
-        /* A confirmation that left the ring waiting settled the epoch
-         * before: for a host that missed both, what that one said of it
-         * stands (what succeeded, what failed and why), not c's word on
-         * what was settled already. Where the epoch ends, and so where
-         * c's starts, is still c's top, as on every host that had c. If
-         * that one resized nothing and c did, the collectives ended
-         * without a resize, and only then did the ring move to c's
-         * membership: INCOMPLETE says so (links.c settles it in two). */
-        if ((p->flags & EPOCH_FLAG_RESIZED) && !(w->flags & EPOCH_FLAG_RESIZED))
-            p->flags |= EPOCH_FLAG_INCOMPLETE;
-        p->flags =
-            (uint8_t)((p->flags & ~EPOCH_FLAG_DONE_UNKNOWN) | (w->flags & EPOCH_FLAG_DONE_UNKNOWN));
-        p->code = w->code;
-        p->fail_seq = w->fail_seq;
-        p->fail_class = w->fail_class;
-        p->done = w->done;
-        memcpy(p->reason, w->reason, sizeof p->reason);
-        if (w->flags & EPOCH_FLAG_RESIZED) {
-            p->flags |= EPOCH_FLAG_RESIZED;
-            memcpy(p->members_why, w->members_why, sizeof p->members_why);
-        }
-    }
-    memset(w, 0, sizeof *w);
+    /* The first waiting verdict on c's prev_epoch: the one this host
+     * settled, or else the one c carries (a host that was not in that
+     * epoch's ring settles none, but c's prior is its to carry now). */
+    e->last = verdict_after(e->waited.epoch ? &e->waited : &c->waited, c);
+    memset(&e->waited, 0, sizeof e->waited);
 }
 
 static void take_members(epochs *e, const frame_epoch *c)
@@ -372,7 +505,7 @@ frame_epoch epochs_prior_confirm(const frame_prior *p)
     memset(&c, 0, sizeof c);
     c.epoch = p->epoch;
     c.phase = EPOCH_CONFIRM;
-    c.flags = p->flags;
+    c.flags = p->flags & EPOCH_FLAGS_ALL;
     c.code = p->code;
     c.fail_seq = p->fail_seq;
     c.fail_class = p->fail_class;
@@ -388,10 +521,16 @@ frame_epoch epochs_prior_confirm(const frame_prior *p)
 
 void epochs_settle_missed(epochs *e, const frame_epoch *c)
 {
-    /* Closed over by it, this host was never in that ring: its verdict
-     * ends what this host still held, and counts of that epoch are not
-     * this host's to give. */
-    if (e->elastic && c->members && !(c->members & (UINT64_C(1) << e->me))) return;
+    if (e->elastic && c->members && !(c->members & (UINT64_C(1) << e->me))) {
+        /* Closed over by it, this host was never in that ring: its verdict
+         * ends what this host still held, and counts of that epoch are not
+         * this host's to give. But the verdict is: this host may be the
+         * only one on a later lap that has it. */
+        push_ready(e, c);
+        e->ready[e->n_ready - 1].outside = 1;
+        e->ready[e->n_ready - 1].members = c->members;
+        return;
+    }
     take_members(e, c);
     push_ready(e, c);
 }

@@ -17,6 +17,12 @@
  *            goes round the ring and comes back.
  *   CONFIRM  sent by the host whose RESET or FORM came back: the ring is
  *            ready again, or, INCOMPLETE, waits for the ranks it names.
+ *            In an elastic ring of spare configured hosts above
+ *            min_hosts, the origin and the hosts fewer than spare hops
+ *            after it pass the CONFIRM on and hold it, and settle it when
+ *            it comes past them a second time, so that no host acts on a
+ *            verdict before spare + 1 hosts have it (one of them is on
+ *            any later lap, which then carries it).
  *
  * A RESET or FORM gathers, as it goes round, what settles the epoch the
  * ring was last ready in: the first failure any host knows of, how many
@@ -70,11 +76,14 @@ typedef struct {
     /* The last epochs this host was ready in, newest last: how many
      * collectives it completed in each, how many its ranks submitted, how
      * many it knew every host of the ring had completed (from COMMITs),
-     * and, in an elastic ring, the ring's hosts. */
+     * and, in an elastic ring, the ring's hosts. One whose ring closed over
+     * this host (a confirmation it missed) is not its to count (outside):
+     * only how it became ready is. */
     struct {
         uint32_t epoch;
         uint64_t done, top, confirmed;
         uint64_t members;
+        int outside;
     } ready[EPOCH_HISTORY];
     int n_ready;
     /* The last epochs this host adopted or started (their laps passed it),
@@ -91,9 +100,14 @@ typedef struct {
     /* Membership, in an elastic ring (epochs_set_elastic()): laps collect
      * the hosts they pass, and the confirmation is the ring. */
     int elastic;
+    int min_hosts;                    /* a ring of fewer hosts does not run */
     uint64_t members;                 /* the ring's hosts, as last confirmed (at first: all) */
     uint32_t members_epoch;           /* the epoch they were agreed in; 0: the configured ring */
     char note[FRAME_MAX_WAITING + 1]; /* why this host closed over a host, for the next lap */
+    /* A CONFIRM this host passed on and holds until it comes round again
+     * (epochs_hold()); epoch 0: none. Until it settles it, the laps it
+     * folds carry its verdict as if it had. */
+    frame_epoch held;
 } epochs;
 
 /* What to do with an EPOCH frame that arrived from the left. */
@@ -106,13 +120,19 @@ typedef enum {
     EPOCH_BREAK_ROUND, /* this host's BREAK came back: every link is up, and no lap
                           newer than it is going round; start a FORM */
     EPOCH_CONFIRMED,   /* a CONFIRM of this epoch: pass it on, then settle */
+    EPOCH_HELD,        /* a CONFIRM too near its origin to settle yet: pass it on and
+                          wait for its second pass (epochs_hold()) */
 } epoch_action;
 
 /* Epoch 1, broken: a host starts with no links. */
 void epochs_init(epochs *e, int n, int me);
 
-/* Makes the ring elastic (n <= 64): its laps carry the membership. */
-void epochs_set_elastic(epochs *e);
+/* Makes the ring elastic (n <= 64): its laps carry the membership, and
+ * any ring of min_hosts of its hosts runs. */
+void epochs_set_elastic(epochs *e, int min_hosts);
+
+/* A reload changed min_hosts. */
+void epochs_set_min_hosts(epochs *e, int min_hosts);
 
 /* Why this host closes over another ("h4 unreachable for 10 s"): the next
  * lap carries it, so that the resize names it. */
@@ -136,15 +156,26 @@ epoch_action epochs_receive(epochs *e, frame_epoch *f);
 /* The CONFIRM of the lap f that came back to this host. */
 frame_epoch epochs_confirmation(const epochs *e, const frame_epoch *f);
 
+/* Whether this host, having passed on the CONFIRM c, must hold it rather
+ * than settle it now (and then holds it): in an elastic ring of spare > 0
+ * configured hosts above min_hosts, the origin and the hosts fewer than
+ * spare hops after it. Until spare + 1 hosts have a verdict, no host may
+ * act on it: if every host that had it vanished before passing a lap on,
+ * the others would settle the epoch otherwise (PROTOCOL.md, Outcomes). A
+ * held CONFIRM settles on its second pass (epochs_receive() says
+ * EPOCH_CONFIRMED), or as the prior of a later lap. */
+int epochs_hold(epochs *e, const frame_epoch *c);
+
 /* Takes a sent CONFIRM: the host is ready, or waits (INCOMPLETE). */
 void epochs_settle(epochs *e, const frame_epoch *confirm);
 
 /* Whether this host missed the CONFIRM that made the epoch c settles
- * ready: it was ready in the epoch before that one, and never heard how it
- * ended (the CONFIRM was lost on the way, or the lap closed over this host
- * while it was frozen or cut off). It then settles c->prior first, as
- * epochs_prior_confirm() rebuilds it, and epochs_settle_missed() takes it:
- * that epoch passed without this host. */
+ * ready (a lap that closed over this host too: then its epoch counts as
+ * ready here without counts of this host's, `outside`, so that the laps
+ * this host folds carry the verdict): it was ready in the epoch before that one, and never heard
+ * how it ended (the CONFIRM was lost on the way, or the lap closed over this host while it was
+ * frozen or cut off). It then settles c->prior first, as epochs_prior_confirm() rebuilds it, and
+ * epochs_settle_missed() takes it: that epoch passed without this host. */
 int epochs_missed(const epochs *e, const frame_epoch *c);
 frame_epoch epochs_prior_confirm(const frame_prior *p);
 void epochs_settle_missed(epochs *e, const frame_epoch *confirm);

@@ -53,6 +53,12 @@ struct links {
      * FORM follows that lap's confirmation, which it would otherwise cut
      * short for the hosts after it (since form_due, uv_now(); 0: none). */
     uint64_t form_due;
+    /* It holds a CONFIRM until its second pass (epochs_hold()), since
+     * held_since (uv_now(); 0: none). A second pass lost with a link, or
+     * dropped by a host that moved on, would leave every host that held
+     * it short of ready and no host ready to fail a collective and start
+     * the lap that settles it: after heartbeat_timeout, this one does. */
+    uint64_t held_since;
     char left_error[640]; /* why the left link is not up, as far as we know */
     int left_refused;     /* ... and it is that this host refused the last attempt */
 
@@ -124,6 +130,7 @@ static void adopt(links *l, links_change kind, int gone, int code, const char *w
 {
     log_info("ring epoch %u: %s", l->ep.epoch, why);
     l->form_due = 0; /* a new lap folds this host's ranks as they are now */
+    l->held_since = 0; /* and what it holds */
     links_event ev = {.epoch = l->ep.epoch,
                       .kind = kind,
                       .gone = gone,
@@ -191,6 +198,7 @@ static void note_members(links *l, const frame_epoch *c);
 
 static void settle(links *l, const frame_epoch *c, int sent)
 {
+    l->held_since = 0;
     if (epochs_missed(&l->ep, c)) {
         /* The lap before went round with this host on it, and its CONFIRM
          * never came here (a link broke, or a newer lap overtook it: a host
@@ -580,6 +588,7 @@ static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
         return;
     }
     char why[FRAME_MAX_TEXT + 64];
+    epochs_set_min_hosts(&l->ep, l->cfg->min_hosts); /* a reload changes it at once */
     switch (epochs_receive(&l->ep, &e)) {
     case EPOCH_BROKE:
         adopt(l, LINKS_BREAK, 0, e.code, e.reason, e.reason);
@@ -598,11 +607,25 @@ static void handle_epoch(links *l, const frame_header *h, const uint8_t *body)
     case EPOCH_CAME_ROUND: {
         frame_epoch c = epochs_confirmation(&l->ep, &e);
         if (l->elastic) judge_members(l, &c);
-        settle(l, &c, send_epoch(l, &c) == 0);
+        int sent = send_epoch(l, &c) == 0;
+        /* Held also if it could not go on: settled here alone, it would be
+         * a verdict no later lap carries (epochs_hold()). */
+        if (epochs_hold(&l->ep, &c)) {
+            log_debug("ring epoch %u: confirmation sent; settling it when it comes round again",
+                      c.epoch);
+            l->held_since = uv_now(l->loop);
+        } else
+            settle(l, &c, sent);
         break;
     }
     case EPOCH_CONFIRMED:
         settle(l, &e, send_epoch(l, &e) == 0);
+        break;
+    case EPOCH_HELD:
+        log_debug("ring epoch %u: confirmation passed on; settling it when it comes round again",
+                  e.epoch);
+        l->held_since = uv_now(l->loop);
+        send_epoch(l, &e);
         break;
     case EPOCH_BREAK_ROUND:
         log_info("ring epoch %u: the break came round: every link is up", l->ep.epoch);
@@ -864,6 +887,12 @@ static void on_heartbeat(uv_timer_t *t)
     peer_heartbeat(l->right, now, &l->beat);
     /* The lap it waited for neither came back nor gave way to another. */
     if (l->form_due && now - l->form_due >= l->cfg->heartbeat_timeout_ms) form_now(l);
+    if (l->held_since && now - l->held_since >= l->cfg->heartbeat_timeout_ms &&
+        l->ep.phase == RING_FORMING && peer_state(l->right) == LINK_UP) {
+        log_info("ring epoch %u: its confirmation did not come round again: a FORM settles it",
+                 l->ep.epoch);
+        start_lap(l, EPOCH_FORM, 0, NULL);
+    }
 }
 
 /* ---- lifecycle ---- */
@@ -898,7 +927,7 @@ int links_new(links **out, uv_loop_t *loop, const cfg *c, int me, const links_ca
     l->refused_by = l->excluded_by = l->ahead = -1;
     l->elastic = l->n > 1 && l->n <= CFG_MAX_ELASTIC && c->algorithm == CFG_ALG_RING &&
                  c->evict_after_ms > 0;
-    if (l->elastic) epochs_set_elastic(&l->ep);
+    if (l->elastic) epochs_set_elastic(&l->ep, c->min_hosts);
     if (l->elastic && probe_new(&l->probe, loop, c, &l->lt, on_probed, l) < 0) {
         links_close(l, NULL, NULL);
         return RINGD_ENOMEM;

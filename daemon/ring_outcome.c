@@ -115,14 +115,17 @@ static void confirm(ring *r)
     jobs_confirm(&r->q, r->epoch, commit_answerable(&r->cv));
 }
 
-/* How many hosts of this ring a lap may close over: those above min_hosts,
- * in an elastic ring. */
+/* How many hosts may not know of a success when it goes back: the
+ * configured hosts above min_hosts, in an elastic ring. Any later ring of
+ * min_hosts hosts has one of any n_hosts - min_hosts + 1, whichever hosts
+ * came and went meanwhile (not only this ring's size above min_hosts: a
+ * ring of exactly min_hosts may lose one host while another comes back). */
 static int closable(const ring *r)
 {
     if (!r->links) return 0;
     links_membership m;
     links_get_membership(r->links, &m);
-    return m.elastic && r->n > m.min_hosts ? r->n - m.min_hosts : 0;
+    return m.elastic && m.n_hosts > m.min_hosts ? m.n_hosts - m.min_hosts : 0;
 }
 
 void ring_reset_commit(ring *r)

@@ -18,7 +18,7 @@
 #include "proto/summary.h"
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 10
+#define FRAME_VERSION 11
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */

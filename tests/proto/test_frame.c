@@ -320,8 +320,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 10);
-    cr_assert_eq(FRAME_VERSION, 10);
+    cr_assert_eq(h.version, 11);
+    cr_assert_eq(FRAME_VERSION, 11);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -653,7 +653,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 10, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 11, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -680,7 +680,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 10, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 11, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -706,7 +706,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 10, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 11, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -751,7 +751,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 10, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 11, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -811,7 +811,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
                                  .members_why = "h3 out"}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 10, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
+        0x52, 0x47, 0x4e, 0x44, 11, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 0, 0, 5,                                                 /* origin */
         EPOCH_RESET, 0x0b,                                          /* phase, flags */
@@ -881,7 +881,7 @@ Test(frame, commit_has_the_documented_byte_layout)
                        .known = {0x100000002u, 0x0ffffff00u, 0x100000001u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 10, FRAME_COMMIT, 0, 0, 0, 0, 0, 38, /* header */
+        0x52, 0x47, 0x4e, 0x44, 11, FRAME_COMMIT, 0, 0, 0, 0, 0, 38, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -916,7 +916,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 10, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 11, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
