@@ -36,7 +36,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-veths_before=$(ip -o link show type veth 2>/dev/null | wc -l)
+# The testbed's veths (hI <-> eth0) live in its namespaces only. Count those
+# names here: other tests may add veths of their own meanwhile (ctest runs
+# test_container, whose systemd-nspawn adds ve-*, beside this one).
+testbed_veths() { ip -o link show type veth 2>/dev/null | grep -cE '^[0-9]+: (h[0-9]+|eth0)@' || true; }
+veths_before=$(testbed_veths)
 
 tb_up 3 100mbit || fail "tb_up 3 100mbit"
 name=$TESTBED
@@ -94,7 +98,7 @@ tb_down "$name"
 left=$(ip netns list | awk '{print $1}' | grep "^$name-" || true)
 [ -z "$left" ] || fail "namespaces left after down: $left"
 name=""
-[ "$(ip -o link show type veth 2>/dev/null | wc -l)" -eq "$veths_before" ] ||
+[ "$(testbed_veths)" -eq "$veths_before" ] ||
     fail "veth interfaces left in this namespace"
 
 # `run` removes its testbed even when the command fails.
