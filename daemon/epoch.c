@@ -267,12 +267,12 @@ static knowledge known(const epochs *e)
     return k;
 }
 
-/* The epoch the membership this host would run in was agreed in: that of
- * one it holds, if that resized the ring. */
-static uint32_t members_epoch_of(const epochs *e)
+/* The epoch the membership this host would run in was agreed in, k being
+ * known(e): that of one it holds, if that resized the ring. */
+static uint32_t members_epoch_of(const epochs *e, const knowledge *k)
 {
-    knowledge k = known(e);
-    return k.held && (k.last.flags & EPOCH_FLAG_RESIZED) ? k.last.members_epoch : e->members_epoch;
+    return k->held && (k->last.flags & EPOCH_FLAG_RESIZED) ? k->last.members_epoch
+                                                           : e->members_epoch;
 }
 
 /* Whether waited a goes on a lap instead of b, two confirmations that
@@ -361,7 +361,7 @@ static void fold(const epochs *e, frame_epoch *f)
         f->members |= UINT64_C(1) << e->me;
         /* A host of another membership (one that was closed over, or that
          * missed a resize): the ring that forms is a new one. */
-        if (members_epoch_of(e) != f->members_epoch) f->flags |= EPOCH_FLAG_RESIZED;
+        if (members_epoch_of(e, &k) != f->members_epoch) f->flags |= EPOCH_FLAG_RESIZED;
         if (e->note[0]) append_note(f->members_why, sizeof f->members_why, e->note);
     }
     if (e->incomplete) {
@@ -394,7 +394,8 @@ uint32_t epochs_start(epochs *e, epoch_phase phase, frame_epoch *lap)
     lap->fail_seq = FRAME_NO_SEQ;
     lap->prev_epoch = newest_ready(e);
     lap->done = UINT64_MAX;
-    lap->members_epoch = members_epoch_of(e);
+    knowledge k = known(e);
+    lap->members_epoch = members_epoch_of(e, &k);
     fold(e, lap);
     return x;
 }
