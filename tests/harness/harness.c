@@ -327,9 +327,6 @@ void harness_reset(harness *h)
     memset(h, 0, sizeof *h);
 }
 
-/* Binds n TCP sockets to 127.0.0.1:0 at once, so that the kernel hands out n
- * different free ports, and closes them. A daemon binds its port soon after;
- * another process taking it in between is possible but unlikely. */
 /* The ports a test's daemons listen on are picked below the kernel's
  * ephemeral range (ip_local_port_range), which connect() never takes a
  * source port from: a port found free is then not taken by some link's
@@ -362,13 +359,27 @@ static int try_port(int fd, unsigned port)
     return bind(fd, (struct sockaddr *)&sa, sizeof sa);
 }
 
+/* Whether port is one of the first n picked. */
+static int picked(const harness *h, int n, unsigned port)
+{
+    for (int i = 0; i < n; i++)
+        if (h->d[i].port == port) return 1;
+    return 0;
+}
+
+/* Picks n distinct free ports on 127.0.0.1 for the daemons, at random in
+ * port_window(). A daemon binds its port soon after; another process
+ * taking it in between is possible but unlikely. */
 static int pick_ports(harness *h, int n)
 {
     int fds[HARNESS_MAX_HOSTS];
     int rc = 0, opened = 0;
     unsigned lo, hi;
     port_window(&lo, &hi);
-    /* Held bound until all are picked: n distinct ports. */
+    /* Held bound until all are picked, so that no other process takes
+     * one meanwhile. Distinct by the check: with SO_REUSEADDR (a port in
+     * TIME_WAIT is free), Linux lets sockets that do not listen bind one
+     * port together (test_keyed met two hosts on one port). */
     /* Not from RINGD_TEST_SEED: two tests replaying one seed side by side
      * must not pick the same ports. */
     struct timespec ts;
@@ -385,7 +396,7 @@ static int pick_ports(harness *h, int n)
         unsigned port = 0;
         for (int tries = 0; tries < 200 && !port; tries++) {
             unsigned p = lo + (unsigned)(harness_rand(&state) % (hi - lo + 1));
-            if (try_port(fd, p) == 0) port = p;
+            if (!picked(h, opened, p) && try_port(fd, p) == 0) port = p;
         }
         if (!port) {
             rc = fail(h, "no free port on 127.0.0.1 in %u..%u after 200 tries", lo, hi);
