@@ -173,6 +173,7 @@ static int spare_of(const epochs *e, const frame_epoch *c)
 static frame_prior verdict_of(const frame_epoch *c, uint8_t flags)
 {
     frame_prior p = {.epoch = c->epoch,
+                     .by = c->epoch,
                      .prev_epoch = c->prev_epoch,
                      .flags = c->flags & flags,
                      .code = c->code,
@@ -187,6 +188,14 @@ static frame_prior verdict_of(const frame_epoch *c, uint8_t flags)
     return p;
 }
 
+/* The CONFIRM of epoch by carries the verdict carried (its prior or
+ * waited): if that is v, v's by is at least that. A host that has v and
+ * that CONFIRM (settled or held) thus carries v with a by no older. */
+static void carried_by(frame_prior *v, const frame_prior *carried, uint32_t by)
+{
+    if (v->epoch && v->epoch == carried->epoch && by > v->by) v->by = by;
+}
+
 /* A confirmation that left the ring waiting (w) settled the epoch that
  * the verdict p settles, before p: for a host that missed both, what w
  * said of it stands (what succeeded, what failed and why), not p's word
@@ -194,10 +203,12 @@ static frame_prior verdict_of(const frame_epoch *c, uint8_t flags)
  * starts, is still p's top, as on every host that had p. If w resized
  * nothing and p did, the collectives ended without a resize, and only
  * then did the ring move to p's membership: INCOMPLETE says so (links.c
- * settles it in two). Merging w twice changes nothing. */
+ * settles it in two). p carries w's verdict from then on, as late as w
+ * was carried. Merging w twice changes nothing. */
 static void merge_waited(frame_prior *p, const frame_prior *w)
 {
     if (!w->epoch || w->prev_epoch != p->prev_epoch) return;
+    if (w->by > p->by) p->by = w->by;
     if ((p->flags & EPOCH_FLAG_RESIZED) && !(w->flags & EPOCH_FLAG_RESIZED))
         p->flags |= EPOCH_FLAG_INCOMPLETE;
     p->flags =
@@ -248,9 +259,11 @@ static knowledge known(const epochs *e)
         memset(&k.waited, 0, sizeof k.waited);
         k.held = 1;
     }
+    carried_by(&k.last, &h->prior, h->epoch);
     if (h->prev_epoch != k.ready) return k;
     frame_prior w = k.waited;
     if (!w.epoch && h->waited.epoch && h->waited.prev_epoch == k.ready) w = h->waited;
+    carried_by(&w, &h->waited, h->epoch);
     if (h->flags & EPOCH_FLAG_INCOMPLETE) {
         /* It makes nothing ready: it settles k.ready, waiting (none if the
          * ring was never ready: nothing to settle). */
@@ -275,16 +288,17 @@ static uint32_t members_epoch_of(const epochs *e, const knowledge *k)
                                                            : e->members_epoch;
 }
 
-/* Whether waited a goes on a lap instead of b, two confirmations that
- * settled the same epoch, leaving the ring waiting, that hosts on the lap
- * know as the first to. The later stands: the lap that made it passed
- * min_hosts hosts, and had any host acted on the earlier, spare + 1 hosts
- * had it (epochs_hold()), one of them was on that lap, and the later
- * would carry the earlier as its own waited (the first stands) rather
- * than be known as the first. Both may be only held. */
-static int waited_later(const frame_prior *a, const frame_prior *b)
+/* Whether verdict a stands rather than b, two that settled the same
+ * epoch and that hosts on a lap know as the first to (two waiteds; or a
+ * waited and a prior, which the waited's verdict then joins): the one
+ * carried by the later CONFIRM (by). Had any host acted on one through
+ * CONFIRM C, spare + 1 hosts had C (epochs_hold()), one of them was on
+ * every later lap, and every CONFIRM after C carried it: the other was
+ * carried by none after C. Either may be only held; of the same verdict,
+ * the newer by goes on. */
+static int carried_later(const frame_prior *a, const frame_prior *b)
 {
-    return !b->epoch || a->epoch > b->epoch;
+    return !b->epoch || a->by > b->by;
 }
 
 /* Adds what this host knows to a RESET or FORM going round. */
@@ -316,21 +330,24 @@ static void fold(const epochs *e, frame_epoch *f)
             f->reason[0] = '\0';
         }
     }
-    /* How prev_epoch became ready, for a host on the lap that missed it. */
-    if (!f->prior.epoch && mine == f->prev_epoch && k.last.epoch == mine) {
+    /* How prev_epoch became ready, for a host on the lap that missed it:
+     * as the later CONFIRM carried it, if hosts on the lap know it apart
+     * (one with a waited's verdict joined, one without). */
+    if (mine == f->prev_epoch && k.last.epoch == mine && carried_later(&k.last, &f->prior)) {
         f->prior = k.last;
-        /* A waited some host on the lap settled, of the epoch the prior
-         * settles: the prior is only held here (one that any host settled
-         * would have been on the lap that made the waited), and the
-         * waited stands. */
-        if (lap_waited.epoch > f->prior.epoch) merge_waited(&f->prior, &lap_waited);
+        /* A waited that hosts before this one on the lap knew, of the
+         * epoch the prior settles: if it was carried later, the prior
+         * carries its verdict on that epoch. */
+        if (lap_waited.epoch && carried_later(&lap_waited, &f->prior))
+            merge_waited(&f->prior, &lap_waited);
     }
-    if (f->prior.epoch && f->prior.prev_epoch == newest_ready(e) && k.waited.epoch > f->prior.epoch)
+    if (f->prior.epoch && f->prior.prev_epoch == newest_ready(e) && k.waited.epoch &&
+        carried_later(&k.waited, &f->prior))
         merge_waited(&f->prior, &k.waited);
     /* The first confirmation that settled prev_epoch, for a host that
      * missed it: the lap's own verdict comes too late for what it held. */
     if (mine == f->prev_epoch && k.waited.epoch && k.waited.prev_epoch == mine &&
-        waited_later(&k.waited, &f->waited))
+        carried_later(&k.waited, &f->waited))
         f->waited = k.waited;
     uint64_t done;
     switch (f->prev_epoch ? epochs_done_of(e, f->prev_epoch, &done) : -1) {
@@ -561,6 +578,8 @@ void epochs_settle_waited(epochs *e, const frame_epoch *c)
 
 void epochs_settle(epochs *e, const frame_epoch *c)
 {
+    carried_by(&e->last, &c->prior, c->epoch);
+    carried_by(&e->waited, &c->waited, c->epoch);
     take_members(e, c);
     if (c->flags & EPOCH_FLAG_INCOMPLETE) {
         e->phase = RING_WAITING;

@@ -263,6 +263,7 @@ int frame_encode_auth(uint8_t *buf, size_t cap, const frame_auth *a)
 static void wr_prior(bytes_writer *w, const frame_prior *p)
 {
     wr_u32(w, p->epoch);
+    wr_u32(w, p->by);
     wr_u32(w, p->prev_epoch);
     wr_u8(w, p->flags);
     wr_i32(w, p->code);
@@ -420,6 +421,7 @@ int frame_decode_auth(const frame_header *hdr, const uint8_t *body, frame_auth *
 static void rd_prior(bytes_reader *r, frame_prior *p)
 {
     p->epoch = rd_u32(r);
+    p->by = rd_u32(r);
     p->prev_epoch = rd_u32(r);
     p->flags = rd_u8(r);
     p->code = rd_i32(r);
@@ -435,8 +437,9 @@ static void rd_prior(bytes_reader *r, frame_prior *p)
 
 static int prior_is_zero(const frame_prior *p)
 {
-    return !p->prev_epoch && !p->flags && !p->code && !p->fail_seq && !p->fail_class && !p->done &&
-           !p->top && !p->members && !p->members_epoch && !p->reason[0] && !p->members_why[0];
+    return !p->by && !p->prev_epoch && !p->flags && !p->code && !p->fail_seq && !p->fail_class &&
+           !p->done && !p->top && !p->members && !p->members_epoch && !p->reason[0] &&
+           !p->members_why[0];
 }
 
 int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch *out)
@@ -471,13 +474,17 @@ int frame_decode_epoch(const frame_header *hdr, const uint8_t *body, frame_epoch
     if ((p->flags & EPOCH_FLAG_INCOMPLETE) && !(p->flags & EPOCH_FLAG_RESIZED)) r.bad = 1;
     /* A prior is of the epoch a lap settles, which came after the one it
      * settled; a waited settled that epoch, and came after it, waiting.
-     * None is all zero. */
+     * Each was carried by its own CONFIRM or a later one, all older than
+     * the lap (by). None is all zero. */
     int lap = out->phase == EPOCH_FORM || out->phase == EPOCH_RESET || out->phase == EPOCH_CONFIRM;
-    if (p->epoch && (!lap || p->epoch != out->prev_epoch || p->prev_epoch >= p->epoch)) r.bad = 1;
+    if (p->epoch && (!lap || p->epoch != out->prev_epoch || p->prev_epoch >= p->epoch ||
+                     p->by < p->epoch || p->by >= out->epoch))
+        r.bad = 1;
     if (!p->epoch && !prior_is_zero(p)) r.bad = 1;
     if (w->epoch && (!lap || !out->prev_epoch || w->prev_epoch != out->prev_epoch ||
-                     w->epoch <= w->prev_epoch || !(w->flags & EPOCH_FLAG_INCOMPLETE) ||
-                     (w->flags & ~EPOCH_FLAGS_ALL) || (w->flags & EPOCH_FLAG_GONE)))
+                     w->epoch <= w->prev_epoch || w->by < w->epoch || w->by >= out->epoch ||
+                     !(w->flags & EPOCH_FLAG_INCOMPLETE) || (w->flags & ~EPOCH_FLAGS_ALL) ||
+                     (w->flags & EPOCH_FLAG_GONE)))
         r.bad = 1;
     if (!w->epoch && !prior_is_zero(w)) r.bad = 1;
     return rd_done(&r) ? FRAME_OK : FRAME_EMALFORMED;

@@ -18,7 +18,7 @@
 #include "proto/summary.h"
 
 #define FRAME_MAGIC 0x52474e44u /* "RGND" */
-#define FRAME_VERSION 11
+#define FRAME_VERSION 12
 #define FRAME_HEADER_SIZE 12
 #define FRAME_DATA_HEADER_SIZE 64     /* DATA body before the payload */
 #define FRAME_DELTA_UNKNOWN INT32_MIN /* frame_data.delta_us not known */
@@ -125,6 +125,12 @@ typedef enum {
  * it waited for a rank), which the lap's own must not replace. */
 typedef struct {
     uint32_t epoch;      /* the CONFIRM's epoch; 0: none carried */
+    /* The newest CONFIRM known on the lap to carry this verdict: its own
+     * epoch, or that of a later one that carried it as prior or waited,
+     * which a host settled or holds (peer protocol 12). Two verdicts of one
+     * epoch are weighed by it, not by their own epochs: one that any host
+     * acted on through CONFIRM C is carried by every CONFIRM after C. */
+    uint32_t by;
     uint32_t prev_epoch; /* the epoch it settled */
     /* The CONFIRM's DONE_UNKNOWN and RESIZED; a waited's: and INCOMPLETE. A
      * prior's INCOMPLETE (only with RESIZED): its verdict on prev_epoch's

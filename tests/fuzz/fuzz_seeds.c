@@ -125,6 +125,7 @@ static void frames(void)
     next.flags = 0;
     next.members_why[0] = '\0';
     next.prior = (frame_prior){.epoch = 9,
+                               .by = 11,
                                .prev_epoch = 5,
                                .flags = EPOCH_FLAG_RESIZED,
                                .code = -16,
@@ -139,6 +140,7 @@ static void frames(void)
     /* ... and the confirmation that settled epoch 9 first, leaving the ring
      * waiting for a rank, for a host that missed that one. */
     next.waited = (frame_prior){.epoch = 11,
+                                .by = 11,
                                 .prev_epoch = 9,
                                 .flags = EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED,
                                 .code = -16,

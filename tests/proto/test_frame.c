@@ -38,8 +38,8 @@ static const int all_types[] = {FRAME_HELLO, FRAME_WELCOME, FRAME_DATA,   FRAME_
 #define EPOCH_FLAGS 9
 #define EPOCH_FIXED 47   /* before the reason */
 #define EPOCH_MEMBERS 12 /* members, members_epoch: after waiting, before members_why */
-#define PRIOR_FLAGS 8    /* in the prior, which follows members_why */
-#define PRIOR_FIXED 50   /* the prior before its reason */
+#define PRIOR_FLAGS 12   /* in the prior, which follows members_why */
+#define PRIOR_FIXED 54   /* the prior before its reason */
 #define PRIOR_EMPTY (PRIOR_FIXED + 2 + 2)                     /* a prior with empty strings */
 #define EPOCH_TAIL (16 + PRIOR_EMPTY) /* prev_members, confirmed, a waited of none */
 #define WAITED_FULL (PRIOR_FIXED + 2 + FRAME_MAX_TEXT + 2 + FRAME_MAX_WAITING)
@@ -216,6 +216,7 @@ static any_frame sample(int type)
         f.epoch.members_epoch = 0xfffffff7u;
         fill(f.epoch.members_why, FRAME_MAX_WAITING, 'm');
         f.epoch.prior.epoch = f.epoch.prev_epoch;
+        f.epoch.prior.by = 0xfffffffcu;
         f.epoch.prior.prev_epoch = 0xfffffff3u;
         f.epoch.prior.flags = EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED;
         f.epoch.prior.code = -2147483647;
@@ -230,6 +231,7 @@ static any_frame sample(int type)
         f.epoch.prev_members = 0x8000000000000013u;
         f.epoch.confirmed = 0x8000000000000015u;
         f.epoch.waited.epoch = 0xfffffffbu;
+        f.epoch.waited.by = 0xfffffffbu;
         f.epoch.waited.prev_epoch = f.epoch.prev_epoch;
         f.epoch.waited.flags = EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED;
         f.epoch.waited.code = -2147483645;
@@ -320,8 +322,8 @@ Test(frame, hello_round_trips_every_field)
 
     cr_assert_eq(n, FRAME_HEADER_SIZE + 16 + 2 + FRAME_MAX_NAME + 2 + FRAME_MAX_NAME +
                         FRAME_NONCE_SIZE + HELLO_STREAMS);
-    cr_assert_eq(h.version, 11);
-    cr_assert_eq(FRAME_VERSION, 11);
+    cr_assert_eq(h.version, 12);
+    cr_assert_eq(FRAME_VERSION, 12);
     cr_assert_eq(h.type, FRAME_HELLO);
     cr_assert_eq(h.length, (uint32_t)(n - FRAME_HEADER_SIZE));
     cr_assert_eq(decode_exact(&h, buf + FRAME_HEADER_SIZE, h.length, &out), FRAME_OK);
@@ -446,6 +448,7 @@ Test(frame, auth_round_trips_its_mac)
 static void assert_prior_eq(const frame_prior *out, const frame_prior *in)
 {
     cr_assert_eq(out->epoch, in->epoch);
+    cr_assert_eq(out->by, in->by);
     cr_assert_eq(out->prev_epoch, in->prev_epoch);
     cr_assert_eq(out->flags, in->flags);
     cr_assert_eq(out->code, in->code);
@@ -470,7 +473,7 @@ Test(frame, epoch_round_trips_every_field)
                         EPOCH_MEMBERS + 2 + FRAME_MAX_WAITING + PRIOR_FIXED + 2 + FRAME_MAX_TEXT +
                         2 + FRAME_MAX_WAITING + EPOCH_TAIL - PRIOR_EMPTY + WAITED_FULL);
     /* At its longest it still fits a control body (why that limit is 3072). */
-    cr_assert_eq(h.length, 2749);
+    cr_assert_eq(h.length, 2757);
     cr_assert_leq(h.length, FRAME_MAX_CONTROL_BODY);
     cr_assert_eq(FRAME_MAX_CONTROL_BODY, 3072);
     cr_assert_eq(h.type, FRAME_EPOCH);
@@ -653,7 +656,7 @@ Test(frame, epoch_membership_is_a_bit_per_configured_host_up_to_64)
 
 Test(frame, ping_is_a_bare_header)
 {
-    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 11, FRAME_PING, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[] = {0x52, 0x47, 0x4e, 0x44, 12, FRAME_PING, 0, 0, 0, 0, 0, 0};
     uint8_t buf[FRAME_BUF];
     frame_header h;
 
@@ -680,7 +683,7 @@ Test(frame, hello_has_the_documented_byte_layout)
     uint8_t le = host_is_little_endian() ? 1 : 0;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 11, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 12, FRAME_HELLO, 0, 2 | le, 0, 0, 0, 66, /* header, AUTH flag */
         0, 0, 0, 3,   0, 0, 0, 0,   0, 0, 0, 1,   1, 2, 3, 4,           /* n_hosts .. epoch */
         0, 2, 'c', '1',                                                 /* cluster */
         0, 1, 'a',                                                      /* from_name */
@@ -706,7 +709,7 @@ Test(frame, welcome_has_the_documented_byte_layout)
     frame_welcome in = {.status = 0, .epoch = 0x01020304, .reason = "ok", .auth = 1};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 11, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
+        0x52, 0x47, 0x4e, 0x44, 12, FRAME_WELCOME, 0, 2, 0, 0, 0, 76, /* header, AUTH flag */
         0, 0, 0, 0,   1, 2, 3, 4,                                   /* status, epoch */
         0, 2, 'o', 'k',                                             /* reason */
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,             /* nonce */
@@ -751,7 +754,7 @@ Test(frame, auth_has_the_documented_byte_layout)
     frame_auth in;
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 11, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
+        0x52, 0x47, 0x4e, 0x44, 12, FRAME_AUTH, 0, 0, 0, 0, 0, 32, /* header */
         0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,           /* mac */
         0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
         0xd0, 0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7,
@@ -784,6 +787,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
                       .members_epoch = 0x71727374u,
                       .members_why = "h2 left",
                       .prior = {.epoch = 0x31323334u,
+                                .by = 0x35363738u,
                                 .prev_epoch = 0x2a2b2c2du,
                                 .flags = EPOCH_FLAG_DONE_UNKNOWN | EPOCH_FLAG_RESIZED,
                                 .code = -9,
@@ -798,6 +802,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
                       .prev_members = 0xd1d2d3d4d5d6d7d8u,
                       .confirmed = 0xe1e2e3e4e5e6e7e8u,
                       .waited = {.epoch = 0x3a3b3c3du,
+                                 .by = 0x3e3f4041u,
                                  .prev_epoch = 0x31323334u,
                                  .flags = EPOCH_FLAG_INCOMPLETE | EPOCH_FLAG_RESIZED,
                                  .code = -21,
@@ -811,7 +816,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
                                  .members_why = "h3 out"}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 11, FRAME_EPOCH, 0, 0, 0, 0, 0, 223, /* header */
+        0x52, 0x47, 0x4e, 0x44, 12, FRAME_EPOCH, 0, 0, 0, 0, 0, 231, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 0, 0, 5,                                                 /* origin */
         EPOCH_RESET, 0x0b,                                          /* phase, flags */
@@ -828,6 +833,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
         0x71, 0x72, 0x73, 0x74,                                     /* members_epoch */
         0, 7, 'h', '2', ' ', 'l', 'e', 'f', 't',                    /* members_why */
         0x31, 0x32, 0x33, 0x34,                                     /* prior: epoch */
+        0x35, 0x36, 0x37, 0x38,                                     /* by */
         0x2a, 0x2b, 0x2c, 0x2d,                                     /* prev_epoch */
         0x0c,                                                       /* flags */
         0xff, 0xff, 0xff, 0xf7,                                     /* code: -9 */
@@ -842,6 +848,7 @@ Test(frame, epoch_has_the_documented_byte_layout)
         0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8,             /* prev_members */
         0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8,             /* confirmed */
         0x3a, 0x3b, 0x3c, 0x3d,                                     /* waited: epoch */
+        0x3e, 0x3f, 0x40, 0x41,                                     /* by */
         0x31, 0x32, 0x33, 0x34,                                     /* prev_epoch */
         0x0a,                                                       /* flags */
         0xff, 0xff, 0xff, 0xeb,                                     /* code: -21 */
@@ -881,7 +888,7 @@ Test(frame, commit_has_the_documented_byte_layout)
                        .known = {0x100000002u, 0x0ffffff00u, 0x100000001u}};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 11, FRAME_COMMIT, 0, 0, 0, 0, 0, 38, /* header */
+        0x52, 0x47, 0x4e, 0x44, 12, FRAME_COMMIT, 0, 0, 0, 0, 0, 38, /* header */
         1, 2, 3, 4,                                                 /* epoch */
         0, 3,                                                       /* hosts */
         0, 0, 0, 1, 0, 0, 0, 2,                                     /* base: the least */
@@ -916,7 +923,7 @@ Test(frame, data_has_the_documented_byte_layout)
                      .delta_us = -2};
     /* clang-format off */
     const uint8_t want[] = {
-        0x52, 0x47, 0x4e, 0x44, 11, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
+        0x52, 0x47, 0x4e, 0x44, 12, FRAME_DATA, 0, 4, 0, 0, 0x01, 0x40, /* CRC flag, 64 + 256 */
         1, 2, 3, 4, 5, 6, 7, 8,                                         /* seq */
         9, 10, 11, 12,                                                  /* epoch */
         13, 14, 6, 1,                                                   /* step, dtype, op */
@@ -1063,10 +1070,11 @@ Test(frame, empty_strings_round_trip)
 Test(frame, encoder_truncates_strings_to_their_limit)
 {
     frame_abort in = {.code = -10}, out;
-    frame_epoch ein = {.phase = EPOCH_CONFIRM,
+    frame_epoch ein = {.epoch = 12,
+                       .phase = EPOCH_CONFIRM,
                        .code = -8,
                        .prev_epoch = 9,
-                       .prior = {.epoch = 9, .prev_epoch = 5}},
+                       .prior = {.epoch = 9, .by = 9, .prev_epoch = 5}},
                 eout;
     uint8_t buf[FRAME_BUF];
     frame_header h;
@@ -1310,15 +1318,18 @@ static size_t body_with_string(uint8_t *buf, int type, size_t fixed, size_t slen
     return FRAME_HEADER_SIZE + body;
 }
 
-/* Makes the EPOCH body in buf a CONFIRM that settles epoch 9 and carries
- * how 9 became ready (it settled 5): a prior is only of such a lap. */
+/* Makes the EPOCH body in buf the CONFIRM of epoch 12 that settles epoch 9
+ * and carries how 9 became ready (it settled 5; 9 itself carried it): a
+ * prior is only of such a lap. */
 static void as_lap_with_prior(uint8_t *buf)
 {
     uint8_t *b = buf + FRAME_HEADER_SIZE;
+    b[3] = 12; /* epoch */
     b[EPOCH_PHASE] = EPOCH_CONFIRM;
     b[27 + 3] = 9;              /* prev_epoch */
     b[EPOCH_EMPTY + 3] = 9;     /* prior.epoch */
-    b[EPOCH_EMPTY + 4 + 3] = 5; /* prior.prev_epoch */
+    b[EPOCH_EMPTY + 4 + 3] = 9; /* prior.by */
+    b[EPOCH_EMPTY + 8 + 3] = 5; /* prior.prev_epoch */
 }
 
 Test(frame, rejects_string_over_its_limit)
@@ -1595,7 +1606,7 @@ Test(frame, rejects_epoch_whose_prior_is_none_but_not_all_zero_or_rides_a_break)
                       .phase = EPOCH_CONFIRM,
                       .fail_seq = FRAME_NO_SEQ,
                       .prev_epoch = 41,
-                      .prior = {.epoch = 41, .prev_epoch = 36, .top = 3}},
+                      .prior = {.epoch = 41, .by = 41, .prev_epoch = 36, .top = 3}},
                 out;
     cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
     /* Only a lap (FORM, RESET, CONFIRM) settles an epoch, and carries a prior. */
@@ -1622,7 +1633,7 @@ Test(frame, rejects_epoch_whose_prior_is_not_of_its_prev_epoch)
                       .phase = EPOCH_FORM,
                       .fail_seq = FRAME_NO_SEQ,
                       .prev_epoch = 41,
-                      .prior = {.epoch = 41, .prev_epoch = 36, .fail_seq = FRAME_NO_SEQ}},
+                      .prior = {.epoch = 41, .by = 43, .prev_epoch = 36, .fail_seq = FRAME_NO_SEQ}},
                 out;
 
     cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
@@ -1640,6 +1651,7 @@ Test(frame, rejects_epoch_whose_prior_is_not_of_its_prev_epoch)
     in.prev_epoch = 0;
     cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
     in.prior.epoch = 41;
+    in.prior.by = 41;
     in.prior.prev_epoch = 36;
     cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED);
 }
@@ -1651,7 +1663,7 @@ Test(frame, rejects_epoch_whose_prior_settled_no_earlier_epoch)
                       .phase = EPOCH_RESET,
                       .fail_seq = FRAME_NO_SEQ,
                       .prev_epoch = 41,
-                      .prior = {.epoch = 41, .fail_seq = FRAME_NO_SEQ}},
+                      .prior = {.epoch = 41, .by = 41, .fail_seq = FRAME_NO_SEQ}},
                 out;
 
     /* The ring's first ready epoch settled none (0), and any earlier one
@@ -1680,6 +1692,7 @@ Test(frame, rejects_epoch_whose_waited_is_not_a_waiting_verdict_on_its_prev_epoc
                       .fail_seq = FRAME_NO_SEQ,
                       .prev_epoch = 41,
                       .waited = {.epoch = 43,
+                                 .by = 44,
                                  .prev_epoch = 41,
                                  .flags = EPOCH_FLAG_INCOMPLETE,
                                  .fail_seq = FRAME_NO_SEQ}},
@@ -1727,6 +1740,46 @@ Test(frame, rejects_epoch_whose_waited_is_not_a_waiting_verdict_on_its_prev_epoc
     cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "none, but not all zero");
     in.waited = (frame_prior){0};
     cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK);
+}
+
+Test(frame, rejects_epoch_whose_verdict_was_carried_before_it_was_made_or_by_a_later_lap)
+{
+    /* by: the newest CONFIRM that carried the verdict, its own or a later
+     * one, and older than the lap that carries it now (version 12). */
+    frame_epoch in = {.epoch = 45,
+                      .origin = 1,
+                      .phase = EPOCH_FORM,
+                      .fail_seq = FRAME_NO_SEQ,
+                      .prev_epoch = 41,
+                      .prior = {.epoch = 41, .prev_epoch = 36, .fail_seq = FRAME_NO_SEQ},
+                      .waited = {.epoch = 43,
+                                 .prev_epoch = 41,
+                                 .flags = EPOCH_FLAG_INCOMPLETE,
+                                 .fail_seq = FRAME_NO_SEQ}},
+                out;
+    static const uint32_t good_prior[] = {41, 42, 44}, good_waited[] = {43, 44};
+    static const uint32_t bad_prior[] = {0, 40, 45, 46}, bad_waited[] = {0, 42, 45, UINT32_MAX};
+
+    in.waited.by = 43;
+    for (size_t i = 0; i < sizeof good_prior / sizeof *good_prior; i++) {
+        in.prior.by = good_prior[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK, "prior by %u", good_prior[i]);
+        cr_assert_eq(out.prior.by, good_prior[i]);
+    }
+    for (size_t i = 0; i < sizeof bad_prior / sizeof *bad_prior; i++) {
+        in.prior.by = bad_prior[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "prior by %u", bad_prior[i]);
+    }
+    in.prior.by = 41;
+    for (size_t i = 0; i < sizeof good_waited / sizeof *good_waited; i++) {
+        in.waited.by = good_waited[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_OK, "waited by %u", good_waited[i]);
+        cr_assert_eq(out.waited.by, good_waited[i]);
+    }
+    for (size_t i = 0; i < sizeof bad_waited / sizeof *bad_waited; i++) {
+        in.waited.by = bad_waited[i];
+        cr_assert_eq(epoch_round_trip(&in, &out), FRAME_EMALFORMED, "waited by %u", bad_waited[i]);
+    }
 }
 
 /* A COMMIT frame of 2 hosts around body (30 bytes), in buf. */

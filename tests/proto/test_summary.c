@@ -212,7 +212,7 @@ Test(report_frame, has_the_documented_byte_layout)
         .start_us = 0x66, .dur_us = 0x77, .wait_us = 0x08, .kind = 1, .flags = SUMMARY_SPAN_FAILED};
     /* clang-format off */
     static const uint8_t head[] = {
-        0x52, 0x47, 0x4e, 0x44, 11, FRAME_REPORT, 0, 0, 0, 0, 0, 0xea, /* 70 + 146 + 18 */
+        0x52, 0x47, 0x4e, 0x44, 12, FRAME_REPORT, 0, 0, 0, 0, 0, 0xea, /* 70 + 146 + 18 */
         0, 0, 0, 1,   0, 0,   0, 1,                       /* host, part, parts */
         1, 2, 3, 4, 5, 6, 7, 8,                           /* boot_us */
         0, 0, 0, 0, 0, 0, 0, 2,   0, 0, 0, 0, 0, 0, 0, 3, /* version, at_us */
