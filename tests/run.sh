@@ -7,11 +7,12 @@
 # chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 3) of the normal
 # build, then $RINGD_STRESS_ASAN_MINUTES (default 2) of the sanitized one; 0
 # skips one. A failed stress pass lets the later stages run, then fails the
-# whole. Tests run $RINGD_TEST_JOBS (default: two per core) at a time, the
-# longest first (ctest COST): most of them wait on timers and peers more than
-# they compute (the cores sat 60% idle at one per core), and every one must
-# hold on a busy machine anyway. Those that build the namespace testbed take
-# it in turn (ctest RESOURCE_LOCK netns_testbed).
+# whole. Tests run $RINGD_TEST_JOBS (default: one per core) at a time, the
+# longest first (ctest COST), so that none starts last and leaves the other
+# cores idle. Two per core saved little: the tests that compute (Python
+# with torch, 64 MiB collectives) took three times as long, at load 8 and
+# more. Those that build the namespace testbed take it in turn (ctest
+# RESOURCE_LOCK netns_testbed).
 #
 #   tests/run.sh            all three stages
 #   tests/run.sh --fast     the normal build's suite only (no stress pass)
@@ -59,7 +60,7 @@ timed install "deploy/install-deps.sh"
 build=${RINGD_BUILD_DIR:-build}
 build_asan=${RINGD_ASAN_BUILD_DIR:-build-asan}
 jobs=$(nproc)
-test_jobs=${RINGD_TEST_JOBS:-$((2 * jobs))}
+test_jobs=${RINGD_TEST_JOBS:-$jobs}
 
 configure() { # build-dir cmake-options...
     local dir=$1; shift
