@@ -4,15 +4,19 @@
 # build, then under AddressSanitizer and UndefinedBehaviorSanitizer; then the
 # libFuzzer targets (clang) for $RINGD_FUZZ_SECONDS (default 60) each. After
 # each of the two suites, a short stress pass (tests/stress.sh) runs the
-# chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 3) of the normal
-# build, then $RINGD_STRESS_ASAN_MINUTES (default 2) of the sanitized one; 0
-# skips one. A failed stress pass lets the later stages run, then fails the
-# whole. Tests run $RINGD_TEST_JOBS (default: one per core) at a time, the
-# longest first (ctest COST), so that none starts last and leaves the other
-# cores idle. Two per core saved little: the tests that compute (Python
-# with torch, 64 MiB collectives) took three times as long, at load 8 and
-# more. Those that build the namespace testbed take it in turn (ctest
-# RESOURCE_LOCK netns_testbed).
+# chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 2) of the normal
+# build, then $RINGD_STRESS_ASAN_MINUTES (default 1) of the sanitized one
+# (a run started runs to its end); 0 skips one. Longer passes are
+# tests/stress.sh's, by hand (tests/FAULTS.md, "Under load"). A failed stress pass lets the later stages run, then fails the
+# whole. ctest runs tests on $RINGD_TEST_JOBS slots (default: two per core),
+# the longest first (ctest COST), so that none starts last and leaves the
+# others idle. Most tests wait on timers and peers more than they compute
+# (at one test per core the cores sat 60% idle) and take one slot; those
+# that keep a core busy (Python with torch, 64 MiB collectives, the random
+# schedules, the packages' build) take two (ctest PROCESSORS): with one
+# slot each, two per core tripled their time at load 8 and more. Those
+# that build the namespace testbed take it in turn (ctest RESOURCE_LOCK
+# netns_testbed).
 #
 #   tests/run.sh            all three stages
 #   tests/run.sh --fast     the normal build's suite only (no stress pass)
@@ -60,7 +64,7 @@ timed install "deploy/install-deps.sh"
 build=${RINGD_BUILD_DIR:-build}
 build_asan=${RINGD_ASAN_BUILD_DIR:-build-asan}
 jobs=$(nproc)
-test_jobs=${RINGD_TEST_JOBS:-$jobs}
+test_jobs=${RINGD_TEST_JOBS:-$((2 * jobs))}
 
 configure() { # build-dir cmake-options...
     local dir=$1; shift
@@ -126,12 +130,12 @@ if [ $mode = quick ]; then
 fi
 run_suite "$build" -DRINGD_SANITIZE=OFF
 if [ $mode = full ]; then
-    stress "$build" "${RINGD_STRESS_MINUTES:-3}"
+    stress "$build" "${RINGD_STRESS_MINUTES:-2}"
     # halt_on_error: a sanitizer report fails the test that caused it.
     export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_suite "$build_asan" -DRINGD_SANITIZE=ON
-    stress "$build_asan" "${RINGD_STRESS_ASAN_MINUTES:-2}" --asan
+    stress "$build_asan" "${RINGD_STRESS_ASAN_MINUTES:-1}" --asan
     timed fuzzers tests/fuzz/run.sh "${RINGD_FUZZ_SECONDS:-60}"
 fi
 if [ ${#stress_failed[@]} -gt 0 ]; then
