@@ -8,8 +8,11 @@
 #       N hosts (default 4) on links of RATE (default 1gbit; a tc rate, or
 #       `none`: unshaped veths, for latency and CPU figures)
 #   bench/run.sh --latency [OPTIONS] [-- RINGD_BENCH OPTIONS]
-#       8-byte allreduce latency on unshaped links for N = 2, 4, 8, and the
-#       least-squares fit time = a + b x hops (a ring allreduce is 2(N-1) hops)
+#       8-byte allreduce latency on unshaped links for N = 1, 2, 4, 8, and the
+#       least-squares fit time = a + b x hops (a ring allreduce is 2(N-1) hops);
+#       the hop limit: one hop measured by bench/ringd_hop (a frame's round
+#       trip between hosts 0 and 1, halved) and the client's round trip to its
+#       daemon (N = 1), and each N's time as a multiple of 2(N-1) hops plus it
 #
 # Options:
 #   --algorithm ALG       algorithm of the daemons: ring (default) or star
@@ -73,10 +76,11 @@ done
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (network namespaces)" >&2; exit 1; }
 
 build=${RINGD_BUILD:-$root/build}
-if [ ! -x "$build/bench/ringd_bench" ] || [ ! -x "$build/daemon/ringd" ]; then
+if [ ! -x "$build/bench/ringd_bench" ] || [ ! -x "$build/bench/ringd_hop" ] ||
+    [ ! -x "$build/daemon/ringd" ]; then
     "$root/deploy/install-deps.sh" --bench
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-    cmake --build "$build" -j "$(nproc)" --target ringd ringd_bench >/dev/null
+    cmake --build "$build" -j "$(nproc)" --target ringd ringd_bench ringd_hop >/dev/null
 fi
 if [ $iperf -eq 1 ] && ! command -v iperf3 >/dev/null; then
     "$root/deploy/install-deps.sh" --bench
@@ -233,6 +237,27 @@ run_one() {
             cat "$dir/ringd-h$i.log" >&2; return 1; }
     done
 
+    # One hop, between hosts 0 and 1, the daemons idle (--latency).
+    if [ $latency -eq 1 ] && [ "$hosts" -ge 2 ]; then
+        # `ip netns exec` execs the command: $! is the listener itself.
+        ip netns exec "$(tb_ns 1)" timeout 120 "$build/bench/ringd_hop" --listen \
+            "$(tb_addr 1):7702" --config "$dir/ringd.yaml" 2>"$dir/hop-listen.err" &
+        local hop_pid=$! k hop_ok=0
+        for ((k = 0; k < 100; k++)); do
+            tb_exec 0 timeout 60 "$build/bench/ringd_hop" --connect "$(tb_addr 1):7702" \
+                --config "$dir/ringd.yaml" >"$dir/hop-$hosts.txt" 2>"$dir/hop-connect.err" &&
+                { hop_ok=1; break; }
+            sleep 0.05 # the listener is not up yet
+        done
+        [ $hop_ok = 1 ] || kill -TERM "$hop_pid" 2>/dev/null || true
+        if ! wait "$hop_pid" || [ $hop_ok = 0 ]; then
+            echo "run.sh: ringd_hop failed:" >&2
+            cat "$dir"/hop-*.err >&2
+            return 1
+        fi
+        grep '^#' "$dir/hop-$hosts.txt"
+    fi
+
     local perf_pid="" args=("$@")
     [ "$goodput_MBps" = 0 ] || args+=(--goodput "$goodput_MBps")
     if [ -n "$perf_out" ]; then
@@ -317,15 +342,29 @@ if [ $latency -eq 0 ]; then
     exit 0
 fi
 
-# Latency: 8 bytes, many runs, unshaped, N = 2, 4, 8.
-fit=()
-for hosts in 2 4 8; do
+# Latency: 8 bytes, many runs, unshaped, N = 1 (the client's round trip to
+# its daemon), 2, 4, 8.
+fit=() meds=()
+for hosts in 1 2 4 8; do
     run_one "$hosts" none --min 8 --max 8 --warmup 50 --iters 1000 --budget 10 \
         "${bench_args[@]}" | tee "$dir/lat-$hosts.txt"
     med=$(awk '!/^#/ && NF >= 5 { print $4 }' "$dir/lat-$hosts.txt")
-    fit+=("$((2 * (hosts - 1))) $med")
+    meds+=("$hosts $med")
+    [ "$hosts" = 1 ] || fit+=("$((2 * (hosts - 1))) $med")
     echo
 done
+# The hop limit: 2(N-1) hops (the median of the hops measured with N = 2, 4
+# and 8 hosts on the testbed) plus the client's round trip (N = 1).
+hop=$(cat "$dir"/hop-*.txt | awk '/^hop_us/ { print $2 }' | sort -g | awk '{ v[NR] = $1 }
+    END { print v[int((NR + 1) / 2)] }')
+printf '%s\n' "${meds[@]}" | awk -v hop="$hop" '$1 == 1 { c = $2 } $1 > 1 { n[++k] = $1; t[k] = $2 }
+    END {
+        printf "# hop limit: one hop %.1f us (ringd_hop: half a frame'"'"'s median round trip between two hosts, median of %d testbeds); the client'"'"'s round trip to its daemon %.1f us (the 8-byte allreduce of one host)\n", hop, k, c
+        for (i = 1; i <= k; i++) {
+            lim = 2 * (n[i] - 1) * hop + c
+            printf "#   N = %d: %.1f us measured, hop limit 2(N-1) x %.1f + %.1f = %.1f us: %.2f x the limit\n", n[i], t[i], hop, c, lim, t[i] / lim
+        }
+    }'
 printf '%s\n' "${fit[@]}" | awk '{ x[NR] = $1; y[NR] = $2; sx += $1; sy += $2 }
     END {
         for (i = 1; i <= NR; i++) { sxx += (x[i] - sx / NR) ^ 2; sxy += (x[i] - sx / NR) * (y[i] - sy / NR) }
