@@ -7,16 +7,16 @@
 # chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 2) of the normal
 # build, then $RINGD_STRESS_ASAN_MINUTES (default 1) of the sanitized one
 # (a run started runs to its end); 0 skips one. Longer passes are
-# tests/stress.sh's, by hand (tests/FAULTS.md, "Under load"). A failed stress pass lets the later stages run, then fails the
-# whole. ctest runs tests on $RINGD_TEST_JOBS slots (default: two per core),
-# the longest first (ctest COST), so that none starts last and leaves the
-# others idle. Most tests wait on timers and peers more than they compute
-# (at one test per core the cores sat 60% idle) and take one slot; those
-# that keep a core busy (Python with torch, 64 MiB collectives, the random
-# schedules, the packages' build) take two (ctest PROCESSORS): with one
-# slot each, two per core tripled their time at load 8 and more. Those
-# that build the namespace testbed take it in turn (ctest RESOURCE_LOCK
-# netns_testbed).
+# tests/stress.sh's, by hand (tests/FAULTS.md, "Under load"). A failed
+# stress pass lets the later stages run, then fails the whole. ctest runs
+# tests on $RINGD_TEST_JOBS slots (default: two per core), the longest
+# first (ctest COST), so that none starts last and leaves the others idle.
+# Most tests wait on timers and peers more than they compute (at one test
+# per core the cores sat 60% idle) and take one slot; those that keep a
+# core busy (Python with torch, 64 MiB collectives, the random schedules,
+# the packages' build) take two (ctest PROCESSORS): with one slot each, two
+# per core tripled their time at load 8 and more. Those that build the
+# namespace testbed take it in turn (ctest RESOURCE_LOCK netns_testbed).
 #
 #   tests/run.sh            all three stages
 #   tests/run.sh --fast     the normal build's suite only (no stress pass)

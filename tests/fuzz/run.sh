@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang into build-fuzz/ and runs them, at
 # once, for a bounded time each on its seed corpus: the peer frame decoders,
-# the client message decoders and the config parser. A crash, a sanitizer report, a leak
-# or an input slower than 10 s fails the run, leaving the input in
-# build-fuzz/artifacts/ (replay: build-fuzz/tests/fuzz/fuzz_X FILE).
+# the client message decoders and the config parser. A crash, a sanitizer
+# report, a leak or an input slower than 10 s fails the run, leaving the
+# input in build-fuzz/artifacts/ (replay: build-fuzz/tests/fuzz/fuzz_X FILE).
 #
 #   tests/fuzz/run.sh [SECONDS]    per target, default 60
 set -euo pipefail
