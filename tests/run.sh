@@ -4,7 +4,7 @@
 # build, then under AddressSanitizer and UndefinedBehaviorSanitizer; then the
 # libFuzzer targets (clang) for $RINGD_FUZZ_SECONDS (default 60) each. After
 # each of the two suites, a short stress pass (tests/stress.sh) runs the
-# chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 2) of the normal
+# chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 1) of the normal
 # build, then $RINGD_STRESS_ASAN_MINUTES (default 1) of the sanitized one
 # (a run started runs to its end); 0 skips one. Longer passes are
 # tests/stress.sh's, by hand (tests/FAULTS.md, "Under load"). A failed
@@ -130,7 +130,7 @@ if [ $mode = quick ]; then
 fi
 run_suite "$build" -DRINGD_SANITIZE=OFF
 if [ $mode = full ]; then
-    stress "$build" "${RINGD_STRESS_MINUTES:-2}"
+    stress "$build" "${RINGD_STRESS_MINUTES:-1}"
     # halt_on_error: a sanitizer report fails the test that caused it.
     export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
