@@ -9,13 +9,16 @@
 # (a run started runs to its end); 0 skips one. Longer passes are
 # tests/stress.sh's, by hand (tests/FAULTS.md, "Under load"). A failed
 # stress pass lets the later stages run, then fails the whole. ctest runs
-# tests on $RINGD_TEST_JOBS slots (default: two per core), the longest
-# first (ctest COST), so that none starts last and leaves the others idle.
-# Most tests wait on timers and peers more than they compute (at one test
-# per core the cores sat 60% idle) and take one slot; those that keep a
-# core busy (Python with torch, 64 MiB collectives, the random schedules,
-# the packages' build) take two (ctest PROCESSORS): with one slot each, two
-# per core tripled their time at load 8 and more. Those that build the
+# tests on $RINGD_TEST_JOBS slots, the longest first (ctest COST), so that
+# none starts last and leaves the others idle. In the normal build, two
+# slots per core: most tests wait on timers and peers more than they
+# compute (at one test per core the cores sat 60% idle) and take one slot;
+# those that keep a core busy (Python with torch, 64 MiB collectives, the
+# random schedules, the floods, the packages' build) take two (ctest
+# PROCESSORS): with one slot each, two per core tripled their time at load
+# 8 and more. The sanitized build runs one slot per core: its daemons
+# compute two to three times as much, and two per core took the machine to
+# load 10, where timings a test checks are the load's. Those that build the
 # namespace testbed take it in turn (ctest RESOURCE_LOCK netns_testbed).
 #
 #   tests/run.sh            all three stages
@@ -65,6 +68,7 @@ build=${RINGD_BUILD_DIR:-build}
 build_asan=${RINGD_ASAN_BUILD_DIR:-build-asan}
 jobs=$(nproc)
 test_jobs=${RINGD_TEST_JOBS:-$((2 * jobs))}
+asan_test_jobs=${RINGD_TEST_JOBS:-$jobs}
 
 configure() { # build-dir cmake-options...
     local dir=$1; shift
@@ -73,22 +77,22 @@ configure() { # build-dir cmake-options...
         "$@" >/dev/null
 }
 
-run_ctest() { # build-dir ctest-options...
-    local dir=$1; shift
-    echo "== test $dir $*"
+run_ctest() { # build-dir slots ctest-options...
+    local dir=$1 slots=$2; shift 2
+    echo "== test $dir on $slots slots $*"
     # test_nemesis (label nemesis): five hosts on a testbed of their own under
     # random faults for minutes; the defects it found are fixed (tests/FAULTS.md,
     # "The nemesis"). It stays out of the suite for CI's time: run it alone,
     # ctest -L nemesis (RINGD_NEMESIS_S sets its length).
     echo "== not run: test_nemesis (minutes of its own testbed; ctest -L nemesis runs it)"
-    (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 1500 -j "$test_jobs" \
+    (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 1500 -j "$slots" \
         -LE nemesis "$@")
 }
 
-run_suite() { # build-dir cmake-options...
-    local dir=$1; shift
+run_suite() { # build-dir slots cmake-options...
+    local dir=$1 slots=$2; shift 2
     timed "configure+build $dir" build_tree "$dir" "$@"
-    timed "tests $dir" run_ctest "$dir"
+    timed "tests $dir" run_ctest "$dir" "$slots"
 }
 
 build_tree() { # build-dir cmake-options...
@@ -111,7 +115,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)["tests"]
                if not t.get("command") or t["command"][0].startswith(here)))')
     echo "== build $build: ringd ringctl ringd_client $targets"
     cmake --build "$build" -j "$jobs" --target ringd ringctl ringd_client $targets
-    run_ctest "$build" -L quick
+    run_ctest "$build" "$test_jobs" -L quick
 }
 
 stress_failed=()
@@ -128,13 +132,13 @@ if [ $mode = quick ]; then
     echo "== the quick tier passed"
     exit 0
 fi
-run_suite "$build" -DRINGD_SANITIZE=OFF
+run_suite "$build" "$test_jobs" -DRINGD_SANITIZE=OFF
 if [ $mode = full ]; then
     stress "$build" "${RINGD_STRESS_MINUTES:-1}"
     # halt_on_error: a sanitizer report fails the test that caused it.
     export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    run_suite "$build_asan" -DRINGD_SANITIZE=ON
+    run_suite "$build_asan" "$asan_test_jobs" -DRINGD_SANITIZE=ON
     stress "$build_asan" "${RINGD_STRESS_ASAN_MINUTES:-1}" --asan
     timed fuzzers tests/fuzz/run.sh "${RINGD_FUZZ_SECONDS:-60}"
 fi
