@@ -178,24 +178,6 @@ static void on_connected(uv_connect_t *req, int status)
     send_frame(h, h->out);
 }
 
-static int parse_addr(const char *s, struct sockaddr_storage *ss)
-{
-    char host[256];
-    const char *colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof host) return -1;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port <= 0 || port > 65535) return -1;
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0) return 0;
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        host[strlen(host) - 1] = '\0';
-        if (uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)ss) == 0) return 0;
-    }
-    return -1;
-}
-
 static int compare_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -263,7 +245,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     struct sockaddr_storage addr;
-    if (parse_addr(listen_at ? listen_at : connect_to, &addr) < 0) {
+    if (net_parse_addr(listen_at ? listen_at : connect_to, &addr) < 0) {
         fprintf(stderr, "ringd_hop: '%s': expected ADDR:PORT (IPv4, or [IPv6]:PORT)\n",
                 listen_at ? listen_at : connect_to);
         return EXIT_USAGE;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "net.h"
 #include "ringd.h"
 
 #define MAX_REQUEST 4096
@@ -465,29 +466,6 @@ static void on_connection(uv_stream_t *server, int status)
 
 /* ---- lifecycle ---- */
 
-static int parse_listen(const char *address, struct sockaddr_storage *sa)
-{
-    char node[128];
-    const char *colon;
-    if (address[0] == '[') {
-        const char *close = strchr(address, ']');
-        if (!close || close[1] != ':' || (size_t)(close - address - 1) >= sizeof node) return -1;
-        memcpy(node, address + 1, (size_t)(close - address - 1));
-        node[close - address - 1] = '\0';
-        colon = close + 1;
-    } else {
-        colon = strrchr(address, ':');
-        if (!colon || (size_t)(colon - address) >= sizeof node) return -1;
-        memcpy(node, address, (size_t)(colon - address));
-        node[colon - address] = '\0';
-    }
-    int port = atoi(colon + 1);
-    if (port < 1 || port > 65535) return -1;
-    if (uv_ip4_addr(node, port, (struct sockaddr_in *)sa) == 0) return 0;
-    if (uv_ip6_addr(node, port, (struct sockaddr_in6 *)sa) == 0) return 0;
-    return -1;
-}
-
 static void on_server_closed(uv_handle_t *hd)
 {
     metrics *m = hd->data;
@@ -499,7 +477,7 @@ int metrics_new(metrics **out, uv_loop_t *loop, const char *address, metrics_col
                 void *data, char *err, size_t errlen)
 {
     struct sockaddr_storage sa;
-    if (parse_listen(address, &sa) < 0) {
+    if (net_parse_addr(address, &sa) < 0) {
         snprintf(err, errlen, "metrics: expected IP:PORT to listen on, got \"%s\"", address);
         return RINGD_EINVAL;
     }

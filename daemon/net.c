@@ -8,9 +8,33 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+
+int net_parse_addr(const char *address, struct sockaddr_storage *sa)
+{
+    char node[128];
+    const char *colon;
+    if (address[0] == '[') {
+        const char *close = strchr(address, ']');
+        if (!close || close[1] != ':' || (size_t)(close - address - 1) >= sizeof node) return -1;
+        memcpy(node, address + 1, (size_t)(close - address - 1));
+        node[close - address - 1] = '\0';
+        colon = close + 1;
+    } else {
+        colon = strrchr(address, ':');
+        if (!colon || (size_t)(colon - address) >= sizeof node) return -1;
+        memcpy(node, address, (size_t)(colon - address));
+        node[colon - address] = '\0';
+    }
+    int port = atoi(colon + 1);
+    if (port < 1 || port > 65535) return -1;
+    if (uv_ip4_addr(node, port, (struct sockaddr_in *)sa) == 0) return 0;
+    if (uv_ip6_addr(node, port, (struct sockaddr_in6 *)sa) == 0) return 0;
+    return -1;
+}
 
 void net_describe_addr(const struct sockaddr *sa, char *out, size_t len)
 {

@@ -33,6 +33,10 @@ typedef struct {
     net_stats *stats;
 } net_env;
 
+/* A literal "10.0.0.7:7701" or "[::1]:7701" into *sa (no name lookup): 0,
+ * or -1 if it is not one. */
+int net_parse_addr(const char *address, struct sockaddr_storage *sa);
+
 /* "10.0.0.7:7701" or "[::1]:7701" ("?" for another family). */
 void net_describe_addr(const struct sockaddr *sa, char *out, size_t len);
 
