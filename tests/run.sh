@@ -6,19 +6,17 @@
 # each of the two suites, a short stress pass (tests/stress.sh) runs the
 # chaos tests under CPU load: $RINGD_STRESS_MINUTES (default 1) of the normal
 # build, then $RINGD_STRESS_ASAN_MINUTES (default 1) of the sanitized one
-# (a run started runs to its end); 0 skips one. Longer passes are
+# (a run started runs to its end); 0 skips one. Each runs beside the next
+# stage (the sanitized build's compilation, the fuzzers), the load while
+# that runs (beside() below). Longer passes are
 # tests/stress.sh's, by hand (tests/FAULTS.md, "Under load"). A failed
 # stress pass lets the later stages run, then fails the whole. ctest runs
-# tests on $RINGD_TEST_JOBS slots, the longest first (ctest COST), so that
-# none starts last and leaves the others idle. In the normal build, two
-# slots per core: most tests wait on timers and peers more than they
-# compute (at one test per core the cores sat 60% idle) and take one slot;
-# those that keep a core busy (Python with torch, 64 MiB collectives, the
-# random schedules, the floods, the packages' build) take two (ctest
-# PROCESSORS): with one slot each, two per core tripled their time at load
-# 8 and more. The sanitized build runs one slot per core: its daemons
-# compute two to three times as much, and two per core took the machine to
-# load 10, where timings a test checks are the load's. Those that build the
+# tests on $RINGD_TEST_JOBS slots (default two per core), the longest first
+# (ctest COST), so that none starts last and leaves the others idle. A test
+# takes half a core or a whole one, by what it does and the build
+# (tests/CMakeLists.txt, "Slots"): most tests wait on timers and peers more
+# than they compute (at one test per core the cores sat 60% idle), but a
+# sanitized test computes two to three times as much. Those that build the
 # namespace testbed take it in turn (ctest RESOURCE_LOCK netns_testbed).
 #
 #   tests/run.sh            all three stages
@@ -68,7 +66,6 @@ build=${RINGD_BUILD_DIR:-build}
 build_asan=${RINGD_ASAN_BUILD_DIR:-build-asan}
 jobs=$(nproc)
 test_jobs=${RINGD_TEST_JOBS:-$((2 * jobs))}
-asan_test_jobs=${RINGD_TEST_JOBS:-$jobs}
 
 configure() { # build-dir cmake-options...
     local dir=$1; shift
@@ -127,6 +124,26 @@ stress() { # build-dir minutes [--asan]
     stage_times+=("stress $dir $((SECONDS - t0)) s")
 }
 
+# A stress pass and the next stage at once: the stage's compilers or
+# fuzzers are the pass's load while they run, its busy loops after
+# (tests/stress.sh, RINGD_STRESS_BESIDE), which on 2 cores saves the minute
+# each would take alone. The stage's output follows the pass's.
+beside() { # stage-name stress-arguments... -- stage-command...
+    local name=$1 args=() t0=$SECONDS log pid rc=0
+    shift
+    while [ "$1" != -- ]; do args+=("$1"); shift; done
+    shift
+    log=$(mktemp)
+    "$@" >"$log" 2>&1 &
+    pid=$!
+    RINGD_STRESS_BESIDE=$pid stress "${args[@]}"
+    wait "$pid" || rc=$?
+    cat "$log"
+    rm -f "$log"
+    stage_times+=("$name (beside) $((SECONDS - t0)) s")
+    return $rc
+}
+
 if [ $mode = quick ]; then
     timed "quick tier" quick
     echo "== the quick tier passed"
@@ -134,13 +151,14 @@ if [ $mode = quick ]; then
 fi
 run_suite "$build" "$test_jobs" -DRINGD_SANITIZE=OFF
 if [ $mode = full ]; then
-    stress "$build" "${RINGD_STRESS_MINUTES:-1}"
     # halt_on_error: a sanitizer report fails the test that caused it.
     export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    run_suite "$build_asan" "$asan_test_jobs" -DRINGD_SANITIZE=ON
-    stress "$build_asan" "${RINGD_STRESS_ASAN_MINUTES:-1}" --asan
-    timed fuzzers tests/fuzz/run.sh "${RINGD_FUZZ_SECONDS:-60}"
+    beside "configure+build $build_asan" "$build" "${RINGD_STRESS_MINUTES:-1}" -- \
+        build_tree "$build_asan" -DRINGD_SANITIZE=ON
+    timed "tests $build_asan" run_ctest "$build_asan" "$test_jobs"
+    beside fuzzers "$build_asan" "${RINGD_STRESS_ASAN_MINUTES:-1}" --asan -- \
+        tests/fuzz/run.sh "${RINGD_FUZZ_SECONDS:-60}"
 fi
 if [ ${#stress_failed[@]} -gt 0 ]; then
     echo "== failed: ${stress_failed[*]} (each failure above says what replays it)"

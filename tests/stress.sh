@@ -9,6 +9,10 @@
 #   tests/stress.sh MINUTES           the normal build ($RINGD_BUILD_DIR, default build/)
 #   tests/stress.sh MINUTES --asan    the sanitized one (default build-asan/)
 #
+# With $RINGD_STRESS_BESIDE=PID, process PID (tests/run.sh: the next
+# stage's build, or the fuzzers) is the load while it runs, and the busy
+# loops start once it has exited.
+#
 # The chaos tests' binaries are built if missing (not rebuilt: tests/run.sh
 # has just built them, or run cmake --build DIR first). MINUTES may be a
 # fraction. $RINGD_STRESS_CHAOS_S (default 20) is each run's chaos length,
@@ -107,7 +111,9 @@ why_failed() { # log exit-status
     fi
 }
 
-# One bounded busy loop per core, ended on exit whatever happens.
+# One bounded busy loop per core, ended on exit whatever happens; beside
+# another process, they wait for it to exit.
+beside=${RINGD_STRESS_BESIDE:-}
 loops=()
 current=
 cleanup() {
@@ -118,14 +124,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 for _ in $(seq "$(nproc)"); do
-    timeout $((total_s + run_limit)) bash -c 'while :; do :; done' &
+    timeout $((total_s + run_limit)) bash -c '
+        [ -z "$1" ] || while kill -0 "$1" 2>/dev/null; do sleep 0.2; done
+        while :; do :; done' busy "$beside" &
     loops+=($!)
 done
+load="${#loops[@]} busy loops"
+[ -z "$beside" ] || load="process $beside while it runs, then $load"
 
 logs=$dir/stress # this pass's logs, one a run
 rm -rf "$logs"
 mkdir -p "$logs"
-echo "== stress $dir: $minutes min, chaos ${chaos_s} s a run, ${#loops[@]} busy loops; logs in $logs"
+echo "== stress $dir: $minutes min, chaos ${chaos_s} s a run, load: $load; logs in $logs"
 start=$(date +%s)
 passed=0 failed=0 n=0
 while :; do
