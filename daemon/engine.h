@@ -42,10 +42,14 @@ typedef struct {
 
 typedef struct engine engine;
 
-/* A resize of an elastic ring, as this host settled it. */
+/* A resize of an elastic ring, as this host settled it; also one that left
+ * this host out (a ring that closed over it), whose words are the ones the
+ * calls it settled failed with on the hosts it did include. */
 typedef struct {
-    uint32_t from, to;                /* the membership epochs it ended and began */
-    int first_rank, ranks;            /* this host's first rank in the one it began, its ranks */
+    uint32_t from, to; /* the membership epochs it ended and began */
+    /* This host's first rank in the one it began, its ranks; -1, 0: this
+     * host was not in it. */
+    int first_rank, ranks;
     char why[FRAME_MAX_WAITING + 64]; /* its words: "ring resized to 4 hosts (4 ranks): ..." */
 } engine_resize;
 
@@ -65,8 +69,9 @@ typedef struct {
     int n_resizes;
 } engine_view;
 
-/* The resize that ended membership members_epoch, or NULL if it is not
- * kept (or is the current one). */
+/* The resize that ended membership members_epoch (the first kept: a ring
+ * that closed over this host may have ended it before the one that took
+ * this host back), or NULL if it is not kept (or is the current one). */
 static inline const engine_resize *engine_resize_after(const engine_view *v, uint32_t members_epoch)
 {
     for (int i = 0; i < v->n_resizes; i++)

@@ -94,7 +94,9 @@ static void resize_trailer(const session *s, msg_result *r, uint32_t made_for)
     engine_view v;
     engine_get_view(s->owner->engine, &v);
     const engine_resize *z = engine_resize_after(&v, made_for);
-    if (z) {
+    /* A resize that left this host out has no rank of it to tell: the
+     * current membership's. */
+    if (z && z->first_rank >= 0) {
         r->members_epoch = z->to;
         r->rank = z->first_rank + s->local_rank;
         r->size = z->ranks;

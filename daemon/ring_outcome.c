@@ -255,8 +255,10 @@ void ring_on_epoch(void *data, const links_event *ev)
     ring_advance(r);
 }
 
-/* Keeps the resize from membership from to the view just set, in words why. */
-static void remember_resize(ring *r, uint32_t from, const char *why)
+/* Keeps the resize from membership from to membership to, in words why:
+ * to the view just set, or (member 0) to a ring that closed over this
+ * host. */
+static void remember_resize(ring *r, uint32_t from, uint32_t to, int member, const char *why)
 {
     if (r->n_resizes == ENGINE_RESIZES_KEPT) {
         memmove(r->resizes, r->resizes + 1, (ENGINE_RESIZES_KEPT - 1) * sizeof r->resizes[0]);
@@ -264,9 +266,9 @@ static void remember_resize(ring *r, uint32_t from, const char *why)
     }
     engine_resize *z = &r->resizes[r->n_resizes++];
     z->from = from;
-    z->to = r->members_epoch;
-    z->first_rank = cfg_first_rank(&r->view, (size_t)r->me);
-    z->ranks = cfg_total_ranks(&r->view);
+    z->to = to;
+    z->first_rank = member ? cfg_first_rank(&r->view, (size_t)r->me) : -1;
+    z->ranks = member ? cfg_total_ranks(&r->view) : 0;
     snprintf(z->why, sizeof z->why, "%s", why);
 }
 
@@ -293,10 +295,11 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
      * this confirmation settles must too: a host whose rank made call k
      * before it and one whose rank makes call k after it answer alike. */
     int resized = c->members && c->members_epoch != r->members_epoch;
+    int member = (int)(c->members >> r->pos & 1);
     uint32_t was = r->members_epoch;
     /* A ring that closed over this host (a confirmation it missed): its
      * verdict applies here, its hosts do not; the next one's do. */
-    if (resized && (c->members >> r->pos & 1)) ring_set_view(r, c->members, c->members_epoch);
+    if (resized && member) ring_set_view(r, c->members, c->members_epoch);
     job_verdict v = {.epoch = c->prev_epoch,
                      .done = c->flags & EPOCH_FLAG_DONE_UNKNOWN ? 0 : c->done,
                      .code = c->code ? c->code : RINGD_ERING,
@@ -327,8 +330,19 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
         else
             snprintf(why, sizeof why, "ring resized to %d hosts (this host missed the resize)",
                      __builtin_popcountll(c->members));
+        /* What was made for membership was fails with the words of the
+         * resize that ended it, on every host: a ring that closed over
+         * this host may have, before this one took it back (kept when its
+         * verdict came here, below), and then a call made for it after
+         * both fails with the first's words here as on the hosts that ring
+         * included (local_requests.c). */
+        char first[sizeof why];
+        engine_view kept = {.resizes = r->resizes, .n_resizes = r->n_resizes};
+        const engine_resize *ended = engine_resize_after(&kept, was);
+        snprintf(first, sizeof first, "%s", ended ? ended->why : why);
+        remember_resize(r, was, c->members_epoch, member, why);
+        snprintf(why, sizeof why, "%s", first);
         v.reason = why;
-        if (r->members_epoch != was) remember_resize(r, was, why);
     }
     jobs_settle(&r->q, &v);
     /* Nothing made for the old membership runs on the new one (after a
