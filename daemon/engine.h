@@ -64,20 +64,11 @@ typedef struct {
     const char *resize_why; /* the last resize, "" */
     /* The last resizes, oldest first: a call made for an older membership
      * fails with the resize that ended that membership, whichever came
-     * since, as the calls that one settled did (engine_resize_after()). */
+     * since, as the calls that one settled did (session_resize(),
+     * local-internal.h). */
     const engine_resize *resizes;
     int n_resizes;
 } engine_view;
-
-/* The resize that ended membership members_epoch (the first kept: a ring
- * that closed over this host may have ended it before the one that took
- * this host back), or NULL if it is not kept (or is the current one). */
-static inline const engine_resize *engine_resize_after(const engine_view *v, uint32_t members_epoch)
-{
-    for (int i = 0; i < v->n_resizes; i++)
-        if (v->resizes[i].from == members_epoch) return &v->resizes[i];
-    return NULL;
-}
 
 /* What an engine tells its owner (the local sessions) besides each job's
  * outcome. */

@@ -36,6 +36,10 @@ struct session {
     gather_pos pos; /* its place in the numbering of the host's collectives */
     uint64_t born;  /* engine_generation() at its first collective */
     int submitted;  /* it has submitted a collective */
+    /* The newest resize that left this host out (a ring that closed over
+     * it) which this session was told of, by its membership epoch; 0:
+     * none (session_resize()). */
+    uint32_t told_out;
     /* Answers to COLLECTIVEs go back in request order: each waits in
      * answers until those before it have gone. */
     struct answer *answers, *answers_tail;
@@ -95,6 +99,12 @@ void session_queue(session *s, const uint8_t *buf, int n);
  * may answer it; kind and bytes are for the rank's accounting, made_for
  * (the membership epoch the client made it for) for a resize's answer. */
 int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes, uint32_t made_for);
+/* The resize that ended membership made_for, as s learns of them (one at a
+ * time): the first kept that s has not been told of. A resize that left
+ * this host out has no place for s: s is told of it and stays in made_for,
+ * and its next call made for it fails with the next resize, or runs where
+ * there is none yet (this host is still out). NULL: none is kept. */
+const engine_resize *session_resize(const session *s, const engine_view *v, uint32_t made_for);
 /* Answers request id, a message of type type, with a RESULT: the one way a
  * request is answered, refused or done (but STATUS_REQ, whose STATUS goes
  * at once). A COLLECTIVE's answer waits in the place session_expect() took

@@ -81,6 +81,15 @@ void session_queue(session *s, const uint8_t *buf, int n)
     flush_out(s);
 }
 
+const engine_resize *session_resize(const session *s, const engine_view *v, uint32_t made_for)
+{
+    for (int i = 0; i < v->n_resizes; i++) {
+        const engine_resize *z = &v->resizes[i];
+        if (z->from == made_for && !(z->first_rank < 0 && z->to <= s->told_out)) return z;
+    }
+    return NULL;
+}
+
 /* A RESULT of RINGD_ERESIZED tells the client where it is: in the
  * membership that followed the one its call was made for (made_for). After
  * two resizes in a row, a rank that made a call for the first membership
@@ -88,15 +97,21 @@ void session_queue(session *s, const uint8_t *buf, int n)
  * does: its next call, made for the second membership, fails with the
  * resize after it, so every rank makes as many calls before the ring's
  * next success. */
-static void resize_trailer(const session *s, msg_result *r, uint32_t made_for)
+static void resize_trailer(session *s, msg_result *r, uint32_t made_for)
 {
     if (r->status != RINGD_ERESIZED || s->observer) return;
     engine_view v;
     engine_get_view(s->owner->engine, &v);
-    const engine_resize *z = engine_resize_after(&v, made_for);
-    /* A resize that left this host out has no rank of it to tell: the
-     * current membership's. */
-    if (z && z->first_rank >= 0) {
+    const engine_resize *z = session_resize(s, &v, made_for);
+    if (z && z->first_rank < 0) {
+        /* A ring without this host: no place in it (size 0, which
+         * libringd takes as none), and the next call is made for made_for
+         * again. */
+        s->told_out = z->to;
+        r->members_epoch = made_for;
+        r->rank = 0;
+        r->size = 0;
+    } else if (z) {
         r->members_epoch = z->to;
         r->rank = z->first_rank + s->local_rank;
         r->size = z->ranks;

@@ -156,7 +156,7 @@ static int do_collective(session *s, msg_collective *m, char *text)
     if (!s->observer && m->members_epoch != v.members_epoch) {
         /* With the resize that ended the membership it was made for, as
          * the calls that resize settled (local.c, resize_trailer()). */
-        const engine_resize *z = engine_resize_after(&v, m->members_epoch);
+        const engine_resize *z = session_resize(s, &v, m->members_epoch);
         return explainf(text, RINGD_ERESIZED, "%s failed: %s", gather_label(m, label, sizeof label),
                         z                 ? z->why
                         : v.resize_why[0] ? v.resize_why

@@ -330,19 +330,13 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
         else
             snprintf(why, sizeof why, "ring resized to %d hosts (this host missed the resize)",
                      __builtin_popcountll(c->members));
-        /* What was made for membership was fails with the words of the
-         * resize that ended it, on every host: a ring that closed over
-         * this host may have, before this one took it back (kept when its
-         * verdict came here, below), and then a call made for it after
-         * both fails with the first's words here as on the hosts that ring
-         * included (local_requests.c). */
-        char first[sizeof why];
-        engine_view kept = {.resizes = r->resizes, .n_resizes = r->n_resizes};
-        const engine_resize *ended = engine_resize_after(&kept, was);
-        snprintf(first, sizeof first, "%s", ended ? ended->why : why);
-        remember_resize(r, was, c->members_epoch, member, why);
-        snprintf(why, sizeof why, "%s", first);
         v.reason = why;
+        /* Also a ring that closed over this host: a call made for
+         * membership was after both it and the one that takes this host
+         * back fails with the first's words here (local_requests.c), as
+         * on the hosts that ring included. (What waits here for was when
+         * its verdict comes fails with it now.) */
+        remember_resize(r, was, c->members_epoch, member, why);
     }
     jobs_settle(&r->q, &v);
     /* Nothing made for the old membership runs on the new one (after a
