@@ -9,7 +9,8 @@
 #                                     torch (examples/run_train.sh)
 #   deploy/install-deps.sh --bench    --build, and iproute2 and iperf3 (bench/run.sh), g++
 #                                     and libgloo-dev (bench/gloo.sh)
-#   deploy/install-deps.sh --package  --build, and what cpack -G DEB runs (dpkg-dev, file)
+#   deploy/install-deps.sh --package  --python (python3-ringd-torch is built against Debian's
+#                                     torch), and what cpack -G DEB runs (dpkg-dev, file)
 #   deploy/install-deps.sh --list [PURPOSE]   print the packages instead
 set -euo pipefail
 
@@ -43,7 +44,7 @@ case "${1:-}" in
 --build) packages=("${build[@]}") ;;
 --python) packages=("${build[@]}" "${python[@]}") ;;
 --bench) packages=("${build[@]}" "${bench[@]}") ;;
---package) packages=("${build[@]}" "${package[@]}") ;;
+--package) packages=("${build[@]}" "${python[@]}" "${package[@]}") ;;
 *)
     echo "install-deps: unknown purpose '$1' (--build, --python, --bench, --package or none)" >&2
     exit 2

@@ -12,6 +12,11 @@
 #   libringd0_V_ARCH.deb      the client library
 #   libringd-dev_V_ARCH.deb   ringd.h, libringd.so, ringd.pc
 #   python3-ringd_V_all.deb   the ringd module, where Debian's python3 finds it
+#   python3-ringd-torch_V_ARCH.deb
+#                             the C++ half of ringd's torch.distributed backend,
+#                             built for Debian's python3-torch, where this
+#                             machine can build it (libtorch-dev, pybind11-dev,
+#                             python3-dev; client/python/torch_ext)
 #
 # A package installs under /usr with Debian's layout (the multiarch library
 # directory, /usr/lib/python3/dist-packages, no RPATH) and is compiled with
@@ -100,6 +105,29 @@ The ringd module joins the collectives of this host's ringd daemon from
 Python, with numpy arrays in shared memory, and ringd.torch gives
 Horovod-style data parallelism to PyTorch models. It is ctypes over
 libringd: nothing to compile.")
+
+# The extension is built for one torch and one Python (their C++ and C
+# ABIs: libtorch's sonames carry major.minor), so it depends on exactly
+# those; dpkg-shlibdeps adds libtorch1.13 and the C++ runtime.
+if("torch:python3-ringd-torch" IN_LIST RINGD_DEB_PACKAGES)
+    get_property(_torch GLOBAL PROPERTY RINGD_TORCH_VERSION)
+    get_property(_py GLOBAL PROPERTY RINGD_TORCH_PYTHON)
+    string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _t "${_torch}")
+    math(EXPR _t_next "${CMAKE_MATCH_2} + 1")
+    set(_t_next "${CMAKE_MATCH_1}.${_t_next}")
+    string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _p "${_py}")
+    math(EXPR _p_next "${CMAKE_MATCH_2} + 1")
+    set(_p_next "${CMAKE_MATCH_1}.${_p_next}")
+    set(CPACK_DEBIAN_PYTHON_PACKAGE_SUGGESTS "python3-ringd-torch")
+    set(CPACK_DEBIAN_TORCH_PACKAGE_SECTION python)
+    set(CPACK_DEBIAN_TORCH_PACKAGE_DEPENDS
+        "python3-ringd (= ${_v}), python3-torch (>= ${_t}), python3-torch (<< ${_t_next}~), python3 (>= ${_p}~), python3 (<< ${_p_next})")
+    set(CPACK_DEBIAN_TORCH_DESCRIPTION "torch.distributed backend of ringd, the ring allreduce daemon
+With this package, PyTorch runs the collectives of torch.distributed and
+DistributedDataParallel over this host's ringd daemon: init_process_group
+with the backend ringd. It holds the C++ half of the backend, built for
+torch ${_t} and Python ${_p}; the Python half is in python3-ringd.")
+endif()
 
 if(RINGD_DEB_TREE)
     set(_tree "${CMAKE_BINARY_DIR}")

@@ -1,8 +1,11 @@
 """The Debian packages that `cpack -G DEB` makes (deploy/package.cmake):
-their names, files, dependencies and maintainer scripts, and lintian.
+their names, files, dependencies and maintainer scripts, and lintian; the
+Python module and the torch.distributed backend, unpacked, under Debian's
+python3 and python3-torch.
 
 ctest runs cpack first (the fixture deb_packages) and points RINGD_PACKAGES
-at its output directory.
+at its output directory, and RINGD_DEB_NAMES says which packages it makes
+(python3-ringd-torch where this machine can build the torch backend).
 """
 import glob
 import os
@@ -18,11 +21,43 @@ ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, tex
                       check=True).stdout.strip()
 MULTIARCH = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True,
                            text=True, check=True).stdout.strip()
-NAMES = {"ringd": ARCH, "libringd0": ARCH, "libringd-dev": ARCH, "python3-ringd": "all"}
+NAMES = {n: "all" if n == "python3-ringd" else ARCH for n in os.environ.get(
+    "RINGD_DEB_NAMES", "ringd,libringd0,libringd-dev,python3-ringd").split(",")}
+TORCH = "python3-ringd-torch"
+PY = "/usr/lib/python3/dist-packages/ringd/"
+
+
+def installed(pkg):
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", pkg], capture_output=True,
+                       text=True)
+    return r.stdout.endswith(" installed")
+
+
+def needs_torch_package():
+    """Skips unless cpack made python3-ringd-torch, which it must where
+    Debian's torch and its headers are installed (deploy/install-deps.sh)."""
+    if TORCH in NAMES:
+        return
+    can = all(installed(p) for p in ["python3-torch", "libtorch-dev", "pybind11-dev",
+                                     "python3-dev"])
+    assert not can, "python3-torch, libtorch-dev, pybind11-dev and python3-dev are installed, " \
+        "but cpack made no %s (client/python/torch_ext, deploy/CMakeLists.txt)" % TORCH
+    pytest.skip("no %s: this machine cannot build the torch backend "
+                "(deploy/install-deps.sh installs what it needs)" % TORCH)
 
 
 def deb(name):
     return os.path.join(PACKAGES, "%s_%s_%s.deb" % (name, VERSION, NAMES[name]))
+
+
+def relations(name, key="Depends"):
+    """[(package, constraint or None)] of a relation field, in order (a
+    package may appear twice, bounded from both sides)."""
+    out = []
+    for rel in filter(None, (r.strip() for r in field(name, key).split(","))):
+        m = re.match(r"^(\S+)(?:\s*\((.*)\))?$", rel)
+        out.append((m.group(1), m.group(2)) if m else (rel, None))
+    return out
 
 
 def field(name, key):
@@ -58,7 +93,7 @@ def control(name, member):
     return r.stdout if r.returncode == 0 else None
 
 
-def test_cpack_makes_four_packages_named_as_debian_names_them():
+def test_cpack_makes_the_packages_named_as_debian_names_them():
     made = sorted(os.path.basename(p) for p in glob.glob(os.path.join(PACKAGES, "*.deb")))
     assert made == sorted(os.path.basename(deb(n)) for n in NAMES), made
     for name, arch in NAMES.items():
@@ -82,10 +117,37 @@ def test_each_package_holds_its_files_under_usr():
                                   "/usr/share/lintian/overrides/libringd0"} | docs("libringd0")
     assert files("libringd-dev") == {"/usr/include/ringd.h", lib + "/libringd.so",
                                      lib + "/pkgconfig/ringd.pc"} | docs("libringd-dev")
-    py = "/usr/lib/python3/dist-packages/ringd/"
     got = files("python3-ringd")
-    assert {py + f for f in ["__init__.py", "_core.py", "_lib.py", "_paths.py"]} <= got
-    assert all(p.startswith(py) and p.endswith(".py") for p in got - docs("python3-ringd")), got
+    assert {PY + f for f in ["__init__.py", "_core.py", "_lib.py", "_paths.py"]} <= got
+    assert all(p.startswith(PY) and p.endswith(".py") for p in got - docs("python3-ringd")), got
+
+
+def test_python3_ringd_torch_holds_the_extension_for_debians_python3():
+    needs_torch_package()
+    suffix = subprocess.run(["/usr/bin/python3", "-c",
+                             "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert files(TORCH) == {PY + "torch/_ringd_pg" + suffix,
+                            "/usr/share/doc/%s/copyright" % TORCH,
+                            "/usr/share/doc/%s/changelog.gz" % TORCH}
+
+
+def test_python3_ringd_torch_depends_on_the_torch_and_python_it_was_built_for():
+    needs_torch_package()
+    torch = subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    major, minor = map(int, torch.split(".")[:2])
+    py = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+    pmaj, pmin = map(int, py.split("."))
+    rel = relations(TORCH)
+    assert ("python3-ringd", "= " + VERSION) in rel, rel
+    assert ("python3-torch", ">= %d.%d" % (major, minor)) in rel, rel
+    assert ("python3-torch", "<< %d.%d~" % (major, minor + 1)) in rel, rel
+    assert ("python3", ">= %s~" % py) in rel and ("python3", "<< %d.%d" % (pmaj, pmin + 1)) in rel, rel
+    # dpkg-shlibdeps: the library package of the libtorch it links.
+    assert any(p == "libtorch%d.%d" % (major, minor) for p, _ in rel), rel
+    assert TORCH in depends("python3-ringd", "Suggests")
 
 
 def test_the_daemon_depends_on_its_libraries_through_shlibdeps_and_on_systemd():
@@ -153,7 +215,7 @@ def test_the_maintainer_scripts_never_start_or_enable_the_service():
 
 
 def test_no_binary_carries_an_rpath(tmp_path):
-    for name in ["ringd", "libringd0"]:
+    for name in ["ringd", "libringd0"] + [n for n in [TORCH] if n in NAMES]:
         root = tmp_path / name
         subprocess.run(["dpkg-deb", "-x", deb(name), str(root)], check=True)
         for path in files(name):
@@ -183,6 +245,48 @@ def test_the_python_module_is_on_debians_path_and_loads_the_packaged_library(tmp
     assert lib == str(root / ("usr/lib/%s/libringd.so.0" % MULTIARCH))
     assert daemon == str(root / "usr/bin/ringd")
     assert version == VERSION
+
+
+# One step of DistributedDataParallel on two ranks: rank r's input is r + 1
+# in every element, so the averaged gradient of sum(W x + b) over 3 rows is
+# 3 * (1 + 2) / 2 = 4.5 for every weight and 3 for every bias, on both.
+DDP_STEP = r"""
+import torch
+import torch.distributed as dist
+from ringd.torch import _distributed
+
+dist.init_process_group("ringd")
+rank = dist.get_rank()
+torch.manual_seed(rank)  # different weights: DDP makes them rank 0's
+model = torch.nn.Linear(4, 2)
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+ddp(torch.full((3, 4), float(rank + 1))).sum().backward()
+assert torch.equal(model.weight.grad, torch.full((2, 4), 4.5)), model.weight.grad
+assert torch.equal(model.bias.grad, torch.full((2,), 3.0)), model.bias.grad
+weights = [torch.zeros_like(model.weight) for _ in range(2)]
+dist.all_gather(weights, model.weight.detach())
+assert torch.equal(weights[0], weights[1])
+print("rank %d: ok, extension %s" % (rank, _distributed._extension().__file__), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_a_ddp_step_with_init_process_group_ringd_from_the_packages(tmp_path):
+    needs_torch_package()
+    root = tmp_path / "root"
+    for name in ["libringd0", "python3-ringd", TORCH, "ringd"]:
+        subprocess.run(["dpkg-deb", "-x", deb(name), str(root)], check=True)
+    site = root / "usr/lib/python3/dist-packages"
+    (tmp_path / "step.py").write_text(DDP_STEP)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(site),
+           "HOME": str(tmp_path)}
+    r = subprocess.run(["/usr/bin/python3", "-m", "ringd.launch", "-n", "2", "--timeout", "120",
+                        "--", "/usr/bin/python3", str(tmp_path / "step.py")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rank in range(2):
+        assert "[%d] rank %d: ok, extension %s/ringd/torch/_ringd_pg" % (rank, rank, site) \
+            in r.stdout, r.stdout + r.stderr
 
 
 def test_lintian_finds_no_error_and_no_warning():

@@ -430,8 +430,9 @@ def _extension():
                                      f"{EXTENSION}.*.so"))) if root else []
         if not found:
             raise RuntimeError(
-                "the ringd backend of torch.distributed needs its C++ extension, which is "
-                "built with ringd when PyTorch's headers are installed (apt-get install "
+                "the ringd backend of torch.distributed needs its C++ extension: from the "
+                "Debian packages, apt-get install python3-ringd-torch; from a checkout, it "
+                "is built with ringd when PyTorch's headers are installed (apt-get install "
                 "libtorch-dev pybind11-dev python3-dev, then cmake again); or set "
                 "RINGD_TORCH_EXT to its path. The rest of ringd.torch works without it."
             )
