@@ -2,8 +2,9 @@
 nspawn.py) joined by a veth pair, the packages installed with apt, then
 what an operator does and sees, in order: apt installs without starting
 anything, the ring forms with a cluster key, start returns once ringd
-listens (Type=notify), reload, the watchdog, the hardening, a crash and its
-restart, an upgrade, stop, and removal.
+listens (Type=notify), a DDP step with init_process_group("ringd") across
+the two (python3-ringd-torch, where it is made), reload, the watchdog, the
+hardening, a crash and its restart, an upgrade, stop, and removal.
 
 Skipped, saying why, where the machine cannot boot containers (not root, no
 systemd-nspawn, no mirror for mmdebstrap, nspawn failing to boot).
@@ -25,9 +26,13 @@ import nspawn
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from waiting import wait_for  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGES = os.environ.get("RINGD_PACKAGES", "build/packages")
 VERSION = os.environ.get("RINGD_VERSION", "0.1.0")
 NET = "198.18.0."  # 198.18.0.0/15: addresses for tests, inside the containers only
+# python3-ringd-torch where cpack made it (tests/package/CMakeLists.txt):
+# then the Python packages go in too, with Debian's torch in the root.
+TORCH = "python3-ringd-torch" in os.environ.get("RINGD_DEB_NAMES", "").split(",")
 
 
 def debs(*names):
@@ -83,14 +88,15 @@ def ring():
     """Two booted containers a and b, the packages installed in both."""
     try:
         nspawn.check_machine()
-        files = debs("ringd", "libringd0")
-        root = nspawn.root(depends_of(files, ["ringd", "libringd0"]))
+        ours = ["ringd", "libringd0"] + (["python3-ringd", "python3-ringd-torch"] if TORCH else [])
+        files = debs(*ours)
+        root = nspawn.root(depends_of(files, ours))
     except nspawn.Unavailable as e:
         pytest.skip("container stage skipped: %s" % e)
     tag = "%d" % (os.getpid() % 10000000)
     share = tempfile.mkdtemp(prefix="ringd-nspawn-")
     os.chmod(share, 0o755)
-    for f in files:
+    for f in files + [os.path.join(HERE, "ddp_step.py")]:
         shutil.copy(f, share)
     veth = ["rd%sa" % tag, "rd%sb" % tag]
     subprocess.run(["ip", "link", "add", veth[0], "type", "veth", "peer", "name", veth[1]],
@@ -165,6 +171,25 @@ def test_start_returns_once_ringd_listens_and_two_containers_form_a_keyed_ring(r
     for c in ring:
         assert "no secret_file" not in journal(c)
         assert c.out("stat -c '%U %G %a' /run/ringd/ringd.sock") == "ringd ringd 660"
+
+
+def test_a_ddp_step_with_init_process_group_ringd_across_the_two_containers(ring):
+    """Debian's python3 in each container, with python3-ringd-torch and
+    Debian's python3-torch installed: one rank each, through its host's
+    ringd (tests/package/ddp_step.py checks the gradients)."""
+    if not TORCH:
+        pytest.skip("no python3-ringd-torch: this machine cannot build the torch backend")
+    for c in ring:
+        wait_for("%s: ring up" % c.name, lambda: ring_up(c))
+    procs = [c.run("python3 %s/ddp_step.py" % nspawn.SHARE, popen=True) for c in ring]
+    said = []
+    for c, p in zip(ring, procs):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, "%s: %s\n%s\n%s" % (c.name, out, err, journal(c))
+        said.append(out.strip())
+    assert sorted(said) == ["rank %d of 2: ok, extension /usr/lib/python3/dist-packages/ringd/"
+                            "torch/_ringd_pg%s" % (r, said[0].rsplit("_ringd_pg", 1)[1])
+                            for r in range(2)], said
 
 
 def test_systemctl_reload_re_reads_the_file_in_the_same_process(ring):

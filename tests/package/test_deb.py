@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGES = os.environ.get("RINGD_PACKAGES", "build/packages")
 VERSION = os.environ.get("RINGD_VERSION", "0.1.0")
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
@@ -247,45 +248,20 @@ def test_the_python_module_is_on_debians_path_and_loads_the_packaged_library(tmp
     assert version == VERSION
 
 
-# One step of DistributedDataParallel on two ranks: rank r's input is r + 1
-# in every element, so the averaged gradient of sum(W x + b) over 3 rows is
-# 3 * (1 + 2) / 2 = 4.5 for every weight and 3 for every bias, on both.
-DDP_STEP = r"""
-import torch
-import torch.distributed as dist
-from ringd.torch import _distributed
-
-dist.init_process_group("ringd")
-rank = dist.get_rank()
-torch.manual_seed(rank)  # different weights: DDP makes them rank 0's
-model = torch.nn.Linear(4, 2)
-ddp = torch.nn.parallel.DistributedDataParallel(model)
-ddp(torch.full((3, 4), float(rank + 1))).sum().backward()
-assert torch.equal(model.weight.grad, torch.full((2, 4), 4.5)), model.weight.grad
-assert torch.equal(model.bias.grad, torch.full((2,), 3.0)), model.bias.grad
-weights = [torch.zeros_like(model.weight) for _ in range(2)]
-dist.all_gather(weights, model.weight.detach())
-assert torch.equal(weights[0], weights[1])
-print("rank %d: ok, extension %s" % (rank, _distributed._extension().__file__), flush=True)
-dist.destroy_process_group()
-"""
-
-
 def test_a_ddp_step_with_init_process_group_ringd_from_the_packages(tmp_path):
     needs_torch_package()
     root = tmp_path / "root"
     for name in ["libringd0", "python3-ringd", TORCH, "ringd"]:
         subprocess.run(["dpkg-deb", "-x", deb(name), str(root)], check=True)
     site = root / "usr/lib/python3/dist-packages"
-    (tmp_path / "step.py").write_text(DDP_STEP)
     env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(site),
            "HOME": str(tmp_path)}
     r = subprocess.run(["/usr/bin/python3", "-m", "ringd.launch", "-n", "2", "--timeout", "120",
-                        "--", "/usr/bin/python3", str(tmp_path / "step.py")],
+                        "--", "/usr/bin/python3", os.path.join(HERE, "ddp_step.py")],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     for rank in range(2):
-        assert "[%d] rank %d: ok, extension %s/ringd/torch/_ringd_pg" % (rank, rank, site) \
+        assert "[%d] rank %d of 2: ok, extension %s/ringd/torch/_ringd_pg" % (rank, rank, site) \
             in r.stdout, r.stdout + r.stderr
 
 
