@@ -334,8 +334,8 @@ void ring_on_settle(void *data, const frame_epoch *c, links_settled how)
         /* Also a ring that closed over this host: a call made for
          * membership was after both it and the one that takes this host
          * back fails with the first's words here (local_requests.c), as
-         * on the hosts that ring included. (What waits here for was when
-         * its verdict comes fails with it now.) */
+         * on the hosts that ring included. (A call that waits here for
+         * was when that ring's verdict comes fails with it at once.) */
         remember_resize(r, was, c->members_epoch, member, why);
     }
     jobs_settle(&r->q, &v);

@@ -109,15 +109,18 @@ libringd: nothing to compile.")
 # The extension is built for one torch and one Python (their C++ and C
 # ABIs: libtorch's sonames carry major.minor), so it depends on exactly
 # those; dpkg-shlibdeps adds libtorch1.13 and the C++ runtime.
+# Of a version "X.Y...": "X.Y" into out, and "X.(Y+1)" into out_next.
+function(ringd_minor version out out_next)
+    string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" minor "${version}")
+    math(EXPR next "${CMAKE_MATCH_2} + 1")
+    set(${out} "${minor}" PARENT_SCOPE)
+    set(${out_next} "${CMAKE_MATCH_1}.${next}" PARENT_SCOPE)
+endfunction()
 if("torch:python3-ringd-torch" IN_LIST RINGD_DEB_PACKAGES)
     get_property(_torch GLOBAL PROPERTY RINGD_TORCH_VERSION)
     get_property(_py GLOBAL PROPERTY RINGD_TORCH_PYTHON)
-    string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _t "${_torch}")
-    math(EXPR _t_next "${CMAKE_MATCH_2} + 1")
-    set(_t_next "${CMAKE_MATCH_1}.${_t_next}")
-    string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _p "${_py}")
-    math(EXPR _p_next "${CMAKE_MATCH_2} + 1")
-    set(_p_next "${CMAKE_MATCH_1}.${_p_next}")
+    ringd_minor("${_torch}" _t _t_next)
+    ringd_minor("${_py}" _p _p_next)
     set(CPACK_DEBIAN_PYTHON_PACKAGE_SUGGESTS "python3-ringd-torch")
     set(CPACK_DEBIAN_TORCH_PACKAGE_SECTION python)
     set(CPACK_DEBIAN_TORCH_PACKAGE_DEPENDS

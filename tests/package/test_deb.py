@@ -28,10 +28,14 @@ TORCH = "python3-ringd-torch"
 PY = "/usr/lib/python3/dist-packages/ringd/"
 
 
+def dpkg_query(pkg, fmt):
+    """A field of a host package (dpkg-query -W -f FMT), "" if it is unknown."""
+    return subprocess.run(["dpkg-query", "-W", "-f", fmt, pkg], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def installed(pkg):
-    r = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", pkg], capture_output=True,
-                       text=True)
-    return r.stdout.endswith(" installed")
+    return dpkg_query(pkg, "${Status}").endswith(" installed")
 
 
 def needs_torch_package():
@@ -68,11 +72,7 @@ def field(name, key):
 
 def depends(name, key="Depends"):
     """{package: constraint} of a relation field; alternatives as 'a | b'."""
-    out = {}
-    for rel in filter(None, (r.strip() for r in field(name, key).split(","))):
-        m = re.match(r"^(\S+)(?:\s*\((.*)\))?$", rel)
-        out[m.group(1) if m else rel] = m.group(2) if m else None
-    return out
+    return dict(relations(name, key))
 
 
 def files(name):
@@ -182,9 +182,7 @@ def owner(path):
 
 
 def essential(pkg):
-    r = subprocess.run(["dpkg-query", "-W", "-f", "${Essential}", pkg], capture_output=True,
-                       text=True)
-    return r.stdout.strip() == "yes"
+    return dpkg_query(pkg, "${Essential}") == "yes"
 
 
 def test_every_command_of_the_unit_is_in_the_package_an_essential_one_or_a_dependency():
