@@ -100,7 +100,7 @@ void session_queue(session *s, const uint8_t *buf, int n);
  * (the membership epoch the client made it for) for a resize's answer. */
 int session_expect(session *s, uint64_t id, uint8_t kind, uint64_t bytes, uint32_t made_for);
 /* The resize that ended membership made_for, as s learns of them (one at a
- * time): the first kept that s has not been told of. A resize that left
+ * time): the first kept, by membership epoch, that s has not been told of. A resize that left
  * this host out has no place for s: s is told of it and stays in made_for,
  * and its next call made for it fails with the next resize, or runs where
  * there is none yet (this host is still out). NULL: none is kept. */

@@ -83,11 +83,16 @@ void session_queue(session *s, const uint8_t *buf, int n)
 
 const engine_resize *session_resize(const session *s, const engine_view *v, uint32_t made_for)
 {
+    /* The first by membership epoch, not by when this host learnt it: a
+     * host out of the ring may learn a later ring that left it out before
+     * the earlier one (from the lap that takes it back). */
+    const engine_resize *first = NULL;
     for (int i = 0; i < v->n_resizes; i++) {
         const engine_resize *z = &v->resizes[i];
-        if (z->from == made_for && !(z->first_rank < 0 && z->to <= s->told_out)) return z;
+        if (z->from != made_for || (z->first_rank < 0 && z->to <= s->told_out)) continue;
+        if (!first || z->to < first->to) first = z;
     }
-    return NULL;
+    return first;
 }
 
 /* A RESULT of RINGD_ERESIZED tells the client where it is: in the
