@@ -2,9 +2,13 @@
 polled until a deadline, never a fixed sleep."""
 import time
 
+from timing import scale
+
 
 def wait_for(what, cond, timeout=20.0, interval=0.05):
-    """Returns cond()'s first true value; AssertionError naming what after timeout s."""
+    """Returns cond()'s first true value; AssertionError naming what after
+    timeout s, stretched for the machine's load (timing.py)."""
+    timeout *= scale()
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         v = cond()

@@ -264,7 +264,8 @@ static void print_log_tail(const harness_daemon *d, int lines)
 
 /* The machine's load, for a failure to be read against: a rare failure at
  * load 6 on 2 cores is still a bug until proven otherwise, and the proof
- * starts here (and at the daemons' "heartbeat ... late" lines). */
+ * starts here (and at the daemons' "heartbeat ... late" lines), with the
+ * factor the test's timings were stretched by (timing.h). */
 static void print_load(void)
 {
     double l1 = -1, l5 = -1, l15 = -1;
@@ -273,8 +274,10 @@ static void print_load(void)
         if (fscanf(f, "%lf %lf %lf", &l1, &l5, &l15) != 3) l1 = -1;
         fclose(f);
     }
-    fprintf(stderr, "harness: load average %.2f %.2f %.2f (1, 5, 15 min) on %ld CPUs\n", l1, l5,
-            l15, sysconf(_SC_NPROCESSORS_ONLN));
+    char timing[160];
+    harness_describe_timing(timing, sizeof timing);
+    fprintf(stderr, "harness: load average %.2f %.2f %.2f (1, 5, 15 min) on %ld CPUs; %s\n", l1, l5,
+            l15, sysconf(_SC_NPROCESSORS_ONLN), timing);
 }
 
 void harness_dump_logs(const harness *h, int tail_lines)

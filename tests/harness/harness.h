@@ -44,6 +44,7 @@
 #include <sys/types.h>
 
 #include "ringd.h"
+#include "timing.h"
 
 #define HARNESS_MAX_HOSTS 16
 

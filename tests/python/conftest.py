@@ -15,23 +15,14 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "client", "python"))
 sys.path.insert(0, HERE)
-# The rank processes (multiprocessing, spawn) inherit both through sys.path.
+sys.path.insert(0, os.path.join(HERE, ".."))
+# The rank processes (multiprocessing, spawn) inherit these through sys.path.
 
 from ringd.launch import LocalRing  # noqa: E402
 from ringpool import RankPool  # noqa: E402
+# Every failure says the load and the timings it ran with.
+from timing import pytest_runtest_makereport  # noqa: E402,F401
 
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A failure says the machine's load: a rare failure at load 6 on 2 cores
-    is still a bug until proven otherwise, and the proof starts there."""
-    outcome = yield
-    rep = outcome.get_result()
-    if rep.failed:
-        one, five, fifteen = os.getloadavg()
-        rep.sections.append(("load", f"load average {one:.2f} {five:.2f} {fifteen:.2f} "
-                                     f"(1, 5, 15 min) on {os.cpu_count()} CPUs"))
 
 
 HOSTS = 4

@@ -21,6 +21,8 @@ import os
 import time
 import traceback
 
+from timing import scaled  # tests/, on the path through conftest.py
+
 DEFAULT_TIMEOUT = 60.0
 
 
@@ -104,7 +106,8 @@ class RankPool:
     def gather(self, started, timeout=DEFAULT_TIMEOUT, ranks=None):
         """The results of start()'s call, in rank order, from the ranks
         listed (default all it started: a test that killed one leaves it
-        out)."""
+        out). timeout is stretched for the machine's load (tests/timing.py)."""
+        timeout = scaled(timeout)
         what, started_ranks = started
         ranks = started_ranks if ranks is None else list(ranks)
         results, errors = {}, []
@@ -116,7 +119,8 @@ class RankPool:
             if not ready:
                 self.kill()
                 raise RankFailed(
-                    f"{what}: ranks {sorted(waiting.values())} did not finish within {timeout} s"
+                    f"{what}: ranks {sorted(waiting.values())} did not finish "
+                    f"within {timeout:.0f} s"
                 )
             for pipe in ready:
                 r = waiting.pop(pipe)
