@@ -3,6 +3,7 @@
     c = Cluster(tmp, hosts=5, extra_yaml="evict_after: 2s\\n")
     c.start_all()                       # daemons h0..h4, each waits ready
     c.start_rank(i, steps=400)          # elastic_rank on host i
+    c.finish(hosts)                     # open-ended ranks stop, the run checked
     c.kill(i)                           # SIGKILL its daemon and its rank
     c.start(i)                          # the daemon back (the rank: start_rank)
     c.stop_all()                        # SIGTERM, check clean exits
@@ -12,6 +13,7 @@ A host's daemon runs as `ringd --config ringd.yaml --host hI` (hosts on
 ["ip", "netns", "exec", NS]). Every wait has a deadline. The paths of the
 binaries come from the environment: RINGD_BIN, RINGCTL_BIN, ELASTIC_RANK;
 the ringd package (client/python) must be importable, for its launch helpers.
+Every timeout here is stretched for the machine's load (tests/timing.py).
 """
 
 import collections
@@ -23,6 +25,7 @@ import subprocess
 import time
 
 from ringd.launch import _die_with_parent, free_ports, wait_accepting
+from timing import scaled
 
 
 class Cluster:
@@ -44,6 +47,8 @@ class Cluster:
         self.daemons = [None] * hosts
         self.ranks = [None] * (hosts * local_clients)
         self.config = os.path.join(self.dir, "ringd.yaml")
+        # Where finish() writes the step every training process stops at.
+        self.stop_file = os.path.join(self.dir, "stop")
         lines = ["cluster: elastic", f"local_clients: {local_clients}"]
         lines += [l for l in extra_yaml.splitlines() if l.strip()]
         lines.append("hosts:")
@@ -70,8 +75,9 @@ class Cluster:
             self.wait_ready(i)
 
     def wait_ready(self, i, timeout=20):
+        timeout = scaled(timeout)
         why = wait_accepting(self.daemons[i], self.sockets[i], time.monotonic() + timeout)
-        assert why is None, f"ringd h{i} {why} ({timeout} s):\n" + self.tail(i)
+        assert why is None, f"ringd h{i} {why} ({timeout:.0f} s):\n" + self.tail(i)
 
     def kill(self, i, sig=signal.SIGKILL):
         """Kills host i: its daemon (sig) and its training processes (SIGKILL)."""
@@ -82,7 +88,7 @@ class Cluster:
         d = self.daemons[i]
         if d is not None and d.poll() is None:
             d.send_signal(sig)
-            d.wait(timeout=20)
+            d.wait(timeout=scaled(20))
         return d.returncode if d is not None else None
 
     def stop_all(self):
@@ -99,7 +105,7 @@ class Cluster:
             if d is None:
                 continue
             try:
-                code = d.wait(timeout=20)
+                code = d.wait(timeout=scaled(20))
             except subprocess.TimeoutExpired:
                 d.kill()
                 code = d.wait()
@@ -116,7 +122,7 @@ class Cluster:
 
     def ringctl(self, i, *args, timeout=20):
         out = subprocess.run(self.wrap(i) + [self.ringctl_bin, "--socket", self.sockets[i], *args],
-                             capture_output=True, text=True, timeout=timeout)
+                             capture_output=True, text=True, timeout=scaled(timeout))
         return out.returncode, out.stdout + out.stderr
 
     def status(self, i):
@@ -130,10 +136,10 @@ class Cluster:
         """Starts host i's training processes (elastic_rank, one per local rank)."""
         for k in range(self.local):
             pid = i * self.local + k
-            env = dict(os.environ, RINGD_LOCAL_RANK=str(k))
+            env = dict(os.environ, RINGD_LOCAL_RANK=str(k), ELASTIC_RANK_STOP=self.stop_file)
             self.ranks[pid] = subprocess.Popen(
                 self.wrap(i) + [self.rank_bin, self.sockets[i], str(pid), str(steps),
-                                self.rank_logs[pid], str(step_ms), str(deadline_s)],
+                                self.rank_logs[pid], str(step_ms), str(round(scaled(deadline_s)))],
                 env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
     def start_command(self, i, argv, env=None):
@@ -176,6 +182,22 @@ class Cluster:
                 f"process {i} ends with model {done}, the replay {want}")
         return schedule
 
+    def finish(self, hosts, ahead=100, timeout=120):
+        """Ends a run of training processes started with more steps than
+        the test needs (10**9): each stops at the step ahead steps past the
+        furthest any has run, which finish() writes to their stop file.
+        Then checks the run (check_run()) and returns its schedule. The
+        run's length is the test's, not a count of steps that a fast
+        machine may finish before the test's faults are over."""
+        top = max((int(e[2][0]) for i in range(len(self.ranks)) for e in self.rank_events(i)
+                   if e[1] == "ok"), default=0)
+        steps = top + ahead
+        tmp = self.stop_file + ".new"
+        with open(tmp, "w") as f:
+            f.write(f"{steps}\n")
+        os.rename(tmp, self.stop_file)
+        return self.check_run(hosts, steps, timeout)
+
     def rank_events(self, i):
         """The events of training process i (the processes of that ID one
         after another), as (ms, kind, fields)."""
@@ -192,6 +214,7 @@ class Cluster:
 
     def wait_ranks(self, ids, timeout):
         """Waits for the training processes ids to exit; returns their codes."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         codes = {}
         for i in ids:
@@ -204,13 +227,14 @@ class Cluster:
     def wait_event(self, i, pred, timeout, after_ms=0):
         """Waits until process i's log has an event (ms, kind, fields) after
         after_ms for which pred is true; returns it."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while True:
             for e in self.rank_events(i):
                 if e[0] >= after_ms and pred(e):
                     return e
             assert time.monotonic() < deadline, (
-                f"no such event of rank h{i} in {timeout} s; its last ones:\n"
+                f"no such event of rank h{i} in {timeout:.0f} s; its last ones:\n"
                 + "\n".join(map(str, self.rank_events(i)[-10:])) + "\n" + self.tail(i))
             time.sleep(0.05)
 

@@ -17,15 +17,16 @@ import time
 import pytest
 
 from cluster import Cluster, now_ms, replay
+from timing import durations, scaled
 
+# Timings and bounds as written for a machine shared two ways, stretched on a
+# busier one (tests/timing.py).
 EVICT_S = 2
 # The chaos test's length: a minute (less in the sanitized build, which CI
 # runs too: tests/elastic/CMakeLists.txt).
 CHAOS_S = float(os.environ.get("RINGD_ELASTIC_CHAOS_S", "60"))
-CONFIG = ("collective_timeout: 8s\n"
-          "heartbeat_interval: 250ms\n"
-          "heartbeat_timeout: 1500ms\n"
-          "backoff_max: 1s\n")
+CONFIG = durations(collective_timeout=8, heartbeat_interval=0.25, heartbeat_timeout=1.5,
+                   backoff_max=1)
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def cluster(tmp_path):
     made = []
 
     def make(hosts=5, evict_s=EVICT_S):
-        c = Cluster(tmp_path, hosts, CONFIG + f"evict_after: {evict_s}s\n")
+        c = Cluster(tmp_path, hosts, CONFIG + durations(evict_after=evict_s))
         made.append(c)
         return c
 
@@ -61,8 +62,9 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
     c.kill(4)
     e = first_ok(c, 0, t_kill, size=4, timeout=EVICT_S + 30)
     shrink_s = (e[0] - t_kill) / 1000
-    print(f"kill to the first step on 4 hosts: {shrink_s:.2f} s (evict_after {EVICT_S} s)")
-    assert shrink_s < EVICT_S + 2  # issue 13: within evict_after + 2 s
+    print(f"kill to the first step on 4 hosts: {shrink_s:.2f} s "
+          f"(evict_after {scaled(EVICT_S):.2f} s)")
+    assert shrink_s < scaled(EVICT_S + 2)  # issue 13: within evict_after + 2 s
     # Renumbered contiguously: the four ranks are 0..3.
     time.sleep(0.5)
     ranks = {int(ok_events(c, i, t_kill, size=4)[-1][2][3]) for i in range(4)}
@@ -82,7 +84,7 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
     e = first_ok(c, 0, t_back, size=5, timeout=30)
     grow_s = (e[0] - t_back) / 1000
     print(f"daemon start to the first step on 5 hosts: {grow_s:.2f} s")
-    assert grow_s < 5  # issue 13: within a few seconds of its daemon starting
+    assert grow_s < scaled(5)  # issue 13: within a few seconds of its daemon starting
     # The returning process caught up: it synced to a step the others had.
     sync = c.wait_event(4, lambda e: e[1] == "sync", 10, t_back)
     assert int(sync[2][0]) > 50, sync
@@ -92,7 +94,7 @@ def test_a_host_gone_for_good_is_closed_over_and_taken_back_when_it_returns(clus
 
 
 def test_ranks_of_several_processes_per_host_are_renumbered_in_ring_order(tmp_path):
-    c = Cluster(tmp_path, 4, CONFIG + f"evict_after: {EVICT_S}s\n", local_clients=2)
+    c = Cluster(tmp_path, 4, CONFIG + durations(evict_after=EVICT_S), local_clients=2)
     try:
         steps = 500
         c.train(steps, until_step=20)
@@ -123,7 +125,8 @@ def test_a_stopped_daemon_leaves_at_once_and_ringctl_leave_and_join(cluster):
     assert code == 0, out
     e = first_ok(c, 0, t, size=3, timeout=10)
     print(f"ringctl leave to the first step on 3 hosts: {(e[0] - t) / 1000:.2f} s")
-    assert e[0] - t < 2000, "a host that leaves is closed over at once, not after evict_after"
+    assert e[0] - t < scaled(2000), (
+        "a host that leaves is closed over at once, not after evict_after")
     st = c.status(3)
     assert st["left_ring"] is True, st
     # Its rank stays, and hears why it waits.
@@ -138,7 +141,8 @@ def test_a_stopped_daemon_leaves_at_once_and_ringctl_leave_and_join(cluster):
     c.kill(3, signal.SIGTERM)
     e = first_ok(c, 0, t, size=3, timeout=10)
     print(f"SIGTERM to the first step on 3 hosts: {(e[0] - t) / 1000:.2f} s")
-    assert e[0] - t < 2000, "a stopped daemon is closed over at once, not after evict_after"
+    assert e[0] - t < scaled(2000), (
+        "a stopped daemon is closed over at once, not after evict_after")
     c.start(3)
     c.start_rank(3, steps)
     c.check_run(range(4), steps)

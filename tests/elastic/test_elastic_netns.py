@@ -10,17 +10,20 @@ import subprocess
 import time
 
 from cluster import Cluster, RankLog, check_calls, now_ms
+from timing import durations, scaled
 
 TESTBED = os.environ["TESTBED"]
 BR = f"{TESTBED}-br"
+# Timings and bounds as written for a machine shared two ways, stretched on
+# a busier one (tests/timing.py).
 EVICT_S = 2
 HEARTBEAT_TIMEOUT_S = 1.5
-CONFIG = (f"evict_after: {EVICT_S}s\n"
-          "collective_timeout: 6s\n"
-          "connect_timeout: 1s\n"
-          "heartbeat_interval: 250ms\n"
-          f"heartbeat_timeout: {int(HEARTBEAT_TIMEOUT_S * 1000)}ms\n"
-          "backoff_max: 1s\n")
+
+
+def config(collective_timeout=6):
+    return durations(evict_after=EVICT_S, collective_timeout=collective_timeout,
+                     connect_timeout=1, heartbeat_interval=0.25,
+                     heartbeat_timeout=HEARTBEAT_TIMEOUT_S, backoff_max=1)
 
 
 def ip_br(*args):
@@ -41,20 +44,20 @@ def heal(side):
         ip_br("link", "set", f"h{h}", "master", "br0")
 
 
-def five_hosts(tmp_path, config=CONFIG):
+def five_hosts(tmp_path, collective_timeout=6):
     addresses = [f"198.18.0.{i + 1}:7700" for i in range(5)]
-    return Cluster(tmp_path, 5, config, addresses=addresses,
+    return Cluster(tmp_path, 5, config(collective_timeout), addresses=addresses,
                    wrap=lambda i: ["ip", "netns", "exec", f"{TESTBED}-h{i}"])
 
 
-def heal_and_check(c, steps, side):
+def heal_and_check(c, side):
     """Heals the split of side, waits for all 5 to run, checks the run and
     every call's outcome; returns the rank logs and when the heal was."""
     t_heal = now_ms()
     heal(side)
     e = c.wait_event(0, lambda e: e[1] == "ok" and int(e[2][2]) == 5, 60, t_heal)
     print(f"heal to the first step of all 5: {(e[0] - t_heal) / 1000:.2f} s")
-    schedule = c.check_run(range(5), steps, timeout=180)
+    schedule = c.finish(range(5), timeout=180)
     # The hosts cut off never ran a step on their own.
     assert all(bin(m).count("1") >= 3 for m in schedule.values())
     logs = [RankLog(c.rank_logs[i], i) for i in range(5)]
@@ -76,21 +79,21 @@ def test_a_split_network_runs_on_the_majority_only_and_heals(tmp_path, monkeypat
     monkeypatch.setenv("ELASTIC_RANK_MEMBERS", "1")
     c = five_hosts(tmp_path)
     try:
-        steps = 1200
-        c.train(steps, until_step=30)
+        c.train(10**9, until_step=30)  # until c.finish()
 
         t_cut = now_ms()
         split([0, 1])
         e = c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 3, 40, t_cut)
         took = (e[0] - t_cut) / 1000
         print(f"split to the first step of the 3: {took:.2f} s")
-        assert took <= HEARTBEAT_TIMEOUT_S + EVICT_S + 1.5, f"{took:.2f} s to a ring of the 3"
+        bound = scaled(HEARTBEAT_TIMEOUT_S + EVICT_S + 1.5)
+        assert took <= bound, f"{took:.2f} s to a ring of the 3, past {bound:.2f} s"
         e = c.wait_event(0, lambda e: e[1] == "error" and "min_hosts 3" in " ".join(e[2]),
                          40, t_cut)
         assert "only 2 of 5 hosts reachable" in " ".join(e[2]), e
-        time.sleep(3 * EVICT_S)
+        time.sleep(scaled(3 * EVICT_S))
 
-        heal_and_check(c, steps, [0, 1])
+        heal_and_check(c, [0, 1])
     finally:
         bad = c.stop_all()
         assert not bad, "\n".join(c.tail(i) for i in bad)
@@ -108,11 +111,9 @@ def test_a_call_held_by_a_host_cut_off_over_two_resizes_ends_alike(tmp_path, mon
     (Was: "ring resized to 5 hosts" on h0, "ring resized to 4 hosts" on
     the others, for one call.)"""
     monkeypatch.setenv("ELASTIC_RANK_MEMBERS", "1")
-    config = CONFIG.replace("collective_timeout: 6s", "collective_timeout: 60s")
-    c = five_hosts(tmp_path, config)
+    c = five_hosts(tmp_path, collective_timeout=60)
     try:
-        steps = 1200
-        c.train(steps, until_step=30)
+        c.train(10**9, until_step=30)  # until c.finish()
 
         t_cut = now_ms()
         split([0])
@@ -121,9 +122,9 @@ def test_a_call_held_by_a_host_cut_off_over_two_resizes_ends_alike(tmp_path, mon
         split([1])
         c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 3, 40, t_second)
         # h0's held call ends at its deadline, 60 s after the first cut.
-        assert now_ms() - t_cut < 45000, "too slow: h0's held call may have expired"
+        assert now_ms() - t_cut < scaled(45000), "too slow: h0's held call may have expired"
 
-        logs, t_heal = heal_and_check(c, steps, [0, 1])
+        logs, t_heal = heal_and_check(c, [0, 1])
         held = [x for x in logs[0].procs[0].calls if x.t >= t_heal and x.rc != 0]
         assert held, "h0 held no call at the heal"
         # As the others ended that call (check_calls() compared them: the
@@ -151,17 +152,14 @@ def test_an_asymmetric_cut_runs_a_ring_of_the_hosts_that_reach_each_other_and_he
     evict_after + 5 s of the cut, and all three within 5 s of the heal;
     every sum is right and every step ran once."""
     evict_s = 3
-    config = (f"evict_after: {evict_s}s\n"
-              "min_hosts: 2\n"
-              "heartbeat_timeout: 2s\n"
-              "collective_timeout: 6s\n")
     addresses = [f"198.18.0.{i + 1}:7700" for i in range(3)]
-    c = Cluster(tmp_path, 3, config, addresses=addresses,
+    c = Cluster(tmp_path, 3, "min_hosts: 2\n" + durations(evict_after=evict_s, heartbeat_timeout=2,
+                                                          collective_timeout=6),
+                addresses=addresses,
                 wrap=lambda i: ["ip", "netns", "exec", f"{TESTBED}-h{i}"])
     ns0 = f"{TESTBED}-h0"
     try:
-        steps = 1500
-        c.train(steps, until_step=30)
+        c.train(10**9, until_step=30)  # until c.finish()
 
         t_cut = now_ms()
         cut(ns0, addresses[1], "add")
@@ -169,17 +167,17 @@ def test_an_asymmetric_cut_runs_a_ring_of_the_hosts_that_reach_each_other_and_he
         e = c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 2, 40, t_cut)
         took = (e[0] - t_cut) / 1000
         print(f"cut to the first step of a ring of two: {took:.2f} s")
-        assert took <= evict_s + 5, f"{took:.2f} s from the cut to a ring of two"
-        time.sleep(2 * evict_s)  # it keeps running, cut
+        assert took <= scaled(evict_s + 5), f"{took:.2f} s from the cut to a ring of two"
+        time.sleep(scaled(2 * evict_s))  # it keeps running, cut
 
         t_heal = now_ms()
         cut(ns0, addresses[1], "del")
         e = c.wait_event(2, lambda e: e[1] == "ok" and int(e[2][2]) == 3, 40, t_heal)
         took = (e[0] - t_heal) / 1000
         print(f"heal to the first step of all three: {took:.2f} s")
-        assert took <= 5, f"{took:.2f} s from the heal to the ring of three"
+        assert took <= scaled(5), f"{took:.2f} s from the heal to the ring of three"
 
-        schedule = c.check_run(range(3), steps, timeout=180)
+        schedule = c.finish(range(3), timeout=180)
         assert all(bin(m).count("1") >= 2 for m in schedule.values())
     finally:
         subprocess.run(["ip", "-n", ns0, "rule", "del", "prio", "100"], check=False,

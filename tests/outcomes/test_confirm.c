@@ -48,22 +48,24 @@
 #define MAX_CALLS (BEFORE + MAX_FAILING + AFTER)
 #define LAST_OK 10           /* the last calls, which must succeed */
 #define MAX_EPOCH_FRAMES 128 /* EPOCH frames the proxy remembers */
-/* The ring learns that a host missed a CONFIRM from the next lap, which
- * starts when a collective that host cannot run times out, a
- * collective_timeout later: the collectives set aside for the lost verdict
- * wait for it (their deadline and JOBS_SETTLE_GRACE_MS), so that their
- * messages are the same everywhere. */
-#define CONFIRM_YAML                                                                               \
-    "collective_timeout: 2s\n"                                                                     \
-    "heartbeat_interval: 200ms\n"                                                                  \
-    "heartbeat_timeout: 1s\n"                                                                      \
-    "log_level: debug\n"
-
 static harness H;
+
+/* collective_timeout 2 s, heartbeat_interval 200 ms, heartbeat_timeout 1 s,
+ * as written for a machine shared two ways, stretched on a busier one
+ * (harness_ms(), tests/harness/timing.h). The ring learns that a host
+ * missed a CONFIRM from the next lap, which starts when a collective that
+ * host cannot run times out, a collective_timeout later: the collectives
+ * set aside for the lost verdict wait for it (their deadline and
+ * JOBS_SETTLE_GRACE_MS), so that their messages are the same everywhere. */
+static char confirm_yaml[160];
 
 static void setup(void)
 {
     harness_reset(&H);
+    snprintf(confirm_yaml, sizeof confirm_yaml,
+             "collective_timeout: %dms\nheartbeat_interval: %dms\nheartbeat_timeout: "
+             "%dms\nlog_level: debug\n",
+             harness_ms(2000), harness_ms(200), harness_ms(1000));
 }
 
 static void teardown(void)
@@ -338,7 +340,7 @@ static void expect_pairing(const scenario *s)
  * and checks the outcomes; want is the host whose lap's CONFIRM is lost. */
 static void run(int want)
 {
-    cr_assert_eq(harness_init(&H, HOSTS, CONFIRM_YAML), 0, "%s", H.err);
+    cr_assert_eq(harness_init(&H, HOSTS, confirm_yaml), 0, "%s", H.err);
     /* h0 reaches h1 through the proxy. */
     static confirm_drop drop;
     memset(&drop, 0, sizeof drop);

@@ -30,9 +30,22 @@
 
 static harness H;
 
+/* collective_timeout and heartbeat_timeout, 2 s and 1 s as written for a
+ * machine shared two ways, stretched on a busier one (harness_ms(),
+ * tests/harness/timing.h); outcome_yaml is the config made of them. */
+static int collective_ms, heartbeat_ms;
+static char outcome_yaml[256];
+
 static void setup(void)
 {
     harness_reset(&H);
+    collective_ms = harness_ms(2000);
+    heartbeat_ms = harness_ms(1000);
+    snprintf(outcome_yaml, sizeof outcome_yaml,
+             "collective_timeout: %dms\nheartbeat_interval: %dms\nheartbeat_timeout: %dms\n"
+             "connect_timeout: %dms\nbackoff_initial: %dms\nbackoff_max: %dms\n",
+             collective_ms, harness_ms(200), heartbeat_ms, harness_ms(1000), harness_ms(50),
+             harness_ms(500));
 }
 
 static void teardown(void)
@@ -45,20 +58,11 @@ TestSuite(outcomes, .init = setup, .fini = teardown, .timeout = 900);
 #define COUNT 1024 /* int64 elements per call */
 #define FRESH_CALLS 20
 #define MAX_CALLS 64
-#define TIMEOUT_MS 2000   /* collective_timeout */
-#define HEARTBEAT_MS 1000 /* heartbeat_timeout */
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOW 3 /* the sanitizer build is about this much slower */
 #else
 #define SLOW 1
 #endif
-#define OUTCOME_YAML                                                                               \
-    "collective_timeout: 2s\n"                                                                     \
-    "heartbeat_interval: 200ms\n"                                                                  \
-    "heartbeat_timeout: 1s\n"                                                                      \
-    "connect_timeout: 1s\n"                                                                        \
-    "backoff_initial: 50ms\n"                                                                      \
-    "backoff_max: 500ms\n"
 
 typedef enum {
     PLAY_NOTHING,
@@ -463,7 +467,7 @@ static void play(team *t, int job, fault f)
             cr_assert_eq(harness_wait_ready(&H, vhost, 20000 * SLOW), 0, "%s", H.err);
         } else {
             harness_signal(&H, vhost, SIGSTOP);
-            harness_sleep_ms(HEARTBEAT_MS + 1000);
+            harness_sleep_ms(heartbeat_ms + harness_ms(1000));
             harness_signal(&H, vhost, SIGCONT);
         }
         atomic_store(&t->fault_done, 1);
@@ -489,8 +493,8 @@ static void play(team *t, int job, fault f)
         for (int r = 0; r < t->size; r++) {
             if (!(others >> r & 1)) continue;
             int64_t after = call_of(t, r, AT)->end_ms - t->log[victim].exit_ms;
-            cr_expect_leq(after, 1000 * SLOW, "%s: rank %d learned of it %" PRId64 " ms after",
-                          name, r, after);
+            cr_expect_leq(after, harness_ms(1000) * SLOW,
+                          "%s: rank %d learned of it %" PRId64 " ms after", name, r, after);
         }
         break;
     }
@@ -517,7 +521,7 @@ static void play(team *t, int job, fault f)
         for (int r = 0; r < t->size; r++) {
             if (!(others >> r & 1)) continue;
             const team_call *o = call_of(t, r, AT);
-            cr_expect_leq(o->end_ms - o->start_ms, (TIMEOUT_MS + 3000) * SLOW,
+            cr_expect_leq(o->end_ms - o->start_ms, (collective_ms + harness_ms(3000)) * SLOW,
                           "%s: rank %d waited %" PRId64 " ms", name, r, o->end_ms - o->start_ms);
         }
         break;
@@ -553,7 +557,7 @@ static void play(team *t, int job, fault f)
 
 static void every_fault(int hosts, int local)
 {
-    cr_assert_eq(harness_init_local(&H, hosts, local, OUTCOME_YAML), 0, "%s", H.err);
+    cr_assert_eq(harness_init_local(&H, hosts, local, outcome_yaml), 0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed("outcomes"), 50), 0, "%s", H.err);
     team *t = team_new(hosts, local);
     int job = 1;
@@ -630,7 +634,7 @@ static const disagreement disagreements[] = {
  * checked allreduce, succeeds everywhere. */
 static void every_disagreement(int hosts, int local)
 {
-    cr_assert_eq(harness_init_local(&H, hosts, local, OUTCOME_YAML), 0, "%s", H.err);
+    cr_assert_eq(harness_init_local(&H, hosts, local, outcome_yaml), 0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed("disagree"), 50), 0, "%s", H.err);
     team *t = team_new(hosts, local);
     team_clear(t);
@@ -772,7 +776,8 @@ static void chaos_main(chaos *ch, int r, int life, uint64_t seed)
         team_fill(buf, COUNT, r, CHAOS_SLOTS, key);
         if (dice < 3) _exit(0); /* exits between calls */
         if (dice < 5) submit_and_exit(c, buf, (unsigned)(harness_rand(&seed) % 3000));
-        if (dice < 7) usleep((TIMEOUT_MS + 500) * 1000); /* sits out a call */
+        if (dice < 7)
+            usleep((useconds_t)(collective_ms + harness_ms(500)) * 1000); /* sits out a call */
         int64_t t0 = team_now_ms();
         int rc = ringd_allreduce(c, buf, COUNT, RINGD_INT64, RINGD_SUM);
         int64_t took = team_now_ms() - t0;
@@ -801,7 +806,7 @@ static void chaos_main(chaos *ch, int r, int life, uint64_t seed)
         }
         atomic_store(&sl->n, n + 1);
         int64_t frozen = chaos_frozen(ch, host, t0, t0 + took);
-        if (took - frozen > (TIMEOUT_MS + CHAOS_MARGIN_MS) * SLOW) {
+        if (took - frozen > (collective_ms + harness_ms(CHAOS_MARGIN_MS)) * SLOW) {
             snprintf(sl->why, sizeof sl->why,
                      "a call took %" PRId64 " ms (its daemon was frozen for %" PRId64
                      " ms of it): %s: %s",
@@ -871,7 +876,7 @@ static void chaos_check(const chaos *ch, int *ok, int *failed, int *unknown)
 Test(outcomes, a_minute_of_chaos_never_mixes_calls_nor_splits_an_outcome)
 {
     int chaos_ms = getenv("RINGD_CHAOS_MS") ? atoi(getenv("RINGD_CHAOS_MS")) : 60000;
-    cr_assert_eq(harness_init_local(&H, CHAOS_HOSTS, CHAOS_LOCAL, OUTCOME_YAML), 0, "%s", H.err);
+    cr_assert_eq(harness_init_local(&H, CHAOS_HOSTS, CHAOS_LOCAL, outcome_yaml), 0, "%s", H.err);
     uint64_t seed = harness_seed("chaos");
     cr_assert_eq(harness_start(&H, seed, 50), 0, "%s", H.err);
     chaos *ch = team_shared(sizeof *ch);
@@ -916,7 +921,8 @@ Test(outcomes, a_minute_of_chaos_never_mixes_calls_nor_splits_an_outcome)
                 atomic_store(&ch->freezes[h][k].from, team_now_ms());
                 atomic_store(&ch->n_freezes[h], k + 1);
                 harness_signal(&H, h, SIGSTOP);
-                harness_sleep_ms(HEARTBEAT_MS + 500 + (int)(harness_rand(&seed) % 1000));
+                harness_sleep_ms(heartbeat_ms + harness_ms(500) +
+                                 (int)(harness_rand(&seed) % 1000));
                 harness_signal(&H, h, SIGCONT);
                 atomic_store(&ch->freezes[h][k].to, team_now_ms());
                 freezes++;
@@ -982,7 +988,7 @@ static int count_lines(const char *path, const char *level, const char *what)
 Test(outcomes, a_client_that_dies_with_2500_collectives_queued_completes_none_of_them)
 {
     enum { QUEUED = 2500, LATER = 3 };
-    cr_assert_eq(harness_init_local(&H, 2, 1, OUTCOME_YAML), 0, "%s", H.err);
+    cr_assert_eq(harness_init_local(&H, 2, 1, outcome_yaml), 0, "%s", H.err);
     cr_assert_eq(harness_start(&H, harness_seed("queued"), 50), 0, "%s", H.err);
     int before = count_lines(H.d[1].log, ": warn: ", NULL);
 
