@@ -29,10 +29,14 @@ int net_parse_addr(const char *address, struct sockaddr_storage *sa)
         memcpy(node, address, (size_t)(colon - address));
         node[colon - address] = '\0';
     }
-    int port = atoi(colon + 1);
-    if (port < 1 || port > 65535) return -1;
-    if (uv_ip4_addr(node, port, (struct sockaddr_in *)sa) == 0) return 0;
-    if (uv_ip6_addr(node, port, (struct sockaddr_in6 *)sa) == 0) return 0;
+    /* Digits and nothing else: "7701x" or "+7701" is no port. */
+    const char *digits = colon + 1;
+    char *end = (char *)digits;
+    errno = 0;
+    long port = digits[0] >= '0' && digits[0] <= '9' ? strtol(digits, &end, 10) : 0;
+    if (port < 1 || port > 65535 || errno || *end) return -1;
+    if (uv_ip4_addr(node, (int)port, (struct sockaddr_in *)sa) == 0) return 0;
+    if (uv_ip6_addr(node, (int)port, (struct sockaddr_in6 *)sa) == 0) return 0;
     return -1;
 }
 
