@@ -8,7 +8,8 @@
 #   deploy/install-deps.sh --python   --build, and Debian's python3 with numpy and
 #                                     torch (examples/run_train.sh)
 #   deploy/install-deps.sh --bench    --build, and iproute2 and iperf3 (bench/run.sh), g++
-#                                     and libgloo-dev (bench/gloo.sh)
+#                                     and libgloo-dev (bench/gloo.sh), openmpi-bin and
+#                                     libopenmpi-dev (bench/compare.sh)
 #   deploy/install-deps.sh --package  --python (python3-ringd-torch is built against Debian's
 #                                     torch), and what cpack -G DEB runs (dpkg-dev, file)
 #   deploy/install-deps.sh --list [PURPOSE]   print the packages instead
@@ -23,7 +24,8 @@ build=(
 python=(python3 python3-numpy python3-torch # the Python client, Debian's python3
     g++ python3-dev libtorch-dev pybind11-dev)   # ringd.torch's torch.distributed backend (C++)
 bench=(iproute2 iperf3                       # the network-namespace testbed and benchmark
-    g++ libgloo-dev)                         # bench/gloo.sh: Gloo's allreduce to compare with
+    g++ libgloo-dev                          # bench/gloo.sh: Gloo's allreduce to compare with
+    openmpi-bin libopenmpi-dev)              # bench/compare.sh: and Open MPI's
 package=(dpkg-dev file)                      # cpack -G DEB: dpkg-shlibdeps, dpkg-buildflags
 tests=(
     python3-pytest                    # the Python and service tests
