@@ -78,3 +78,18 @@ void harness_describe_timing(char *buf, size_t len)
         snprintf(buf, len, "timings x%.2f (slowdown %.2f measured at the start, / %g, at most %g)",
                  factor, measured_slowdown, SHARED, MAX_SCALE);
 }
+
+long long harness_cpu_wait_ms(pid_t pid)
+{
+    char path[64];
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/schedstat");
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    unsigned long long on_cpu, waited;
+    int n = fscanf(f, "%llu %llu", &on_cpu, &waited);
+    fclose(f);
+    return n == 2 ? (long long)(waited / 1000000) : -1;
+}

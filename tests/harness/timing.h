@@ -16,6 +16,7 @@
 #define RINGD_TEST_TIMING_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* The factor, >= 1: measured on the first call (100-400 ms), then kept. */
 double harness_scale(void);
@@ -26,5 +27,13 @@ int harness_ms(int ms);
 /* Writes what a failure message says about the timings: the factor and how
  * it was found, or that none was scaled. */
 void harness_describe_timing(char *buf, size_t len);
+
+/* Milliseconds process pid (0: this process) has waited for a CPU, runnable
+ * but not running, since it started: the kernel's run_delay
+ * (/proc/PID/schedstat). A bound on how long something takes can leave out
+ * what the machine withheld (load, not the code under test); a process
+ * stopped by SIGSTOP is not runnable and adds nothing. -1 if the kernel
+ * does not say (no schedstat, or no such process). */
+long long harness_cpu_wait_ms(pid_t pid);
 
 #endif

@@ -687,11 +687,10 @@ Test(outcomes, every_disagreement_fails_on_every_rank_alike_on_3_hosts_with_2_ra
  * frozen past their heartbeat. A process that is gone is started again (a
  * new life). Every call returns within collective_timeout and a margin,
  * not counting the time its own daemon was frozen (nothing can answer it
- * then);
- * every result that comes back OK is made of exactly one call of each rank,
- * and every rank whose call is in it and that lived to tell got OK too,
- * with the same result. Afterwards fresh processes make 20 checked
- * allreduces.
+ * then) nor the longest time a daemon waited for a CPU meanwhile (a loaded
+ * machine's, not ringd's: harness_cpu_wait_ms()); every result that comes back OK is made of
+ * exactly one call of each rank, and every rank whose call is in it and that lived to tell got OK
+ * too, with the same result. Afterwards fresh processes make 20 checked allreduces.
  */
 #define CHAOS_HOSTS 3
 #define CHAOS_LOCAL 2
@@ -720,6 +719,7 @@ typedef struct {
     char last_msg[TEAM_MSG]; /* the last error message, for the log */
     char bad[4 * TEAM_MSG];  /* the first result that was not one call, explained */
     int errors[64];          /* failed calls, by -code */
+    int64_t longest, starved; /* its longest call, and a daemon's wait for a CPU in it (ms) */
     chaos_call calls[CHAOS_CAP];
 } chaos_slot;
 
@@ -728,7 +728,37 @@ typedef struct {
     chaos_slot slot[CHAOS_SLOTS];
     chaos_freeze freezes[CHAOS_HOSTS][CHAOS_MAX_FREEZES];
     atomic_int n_freezes[CHAOS_HOSTS];
+    atomic_int daemon[CHAOS_HOSTS]; /* each host's daemon's pid, as restarts change it */
 } chaos;
+
+/* Each daemon's time waiting for a CPU so far (harness_cpu_wait_ms()), and
+ * the pid it was read for. */
+typedef struct {
+    pid_t pid[CHAOS_HOSTS];
+    long long ms[CHAOS_HOSTS];
+} chaos_waits;
+
+static void chaos_read_waits(chaos *ch, chaos_waits *w)
+{
+    for (int h = 0; h < CHAOS_HOSTS; h++) {
+        w->pid[h] = atomic_load(&ch->daemon[h]);
+        w->ms[h] = harness_cpu_wait_ms(w->pid[h]);
+    }
+}
+
+/* The longest any daemon waited for a CPU between two readings (ms): as
+ * long as one daemon of the ring waits, no call can end. A daemon started
+ * again in between counts from its start. */
+static int64_t chaos_starved(const chaos_waits *before, const chaos_waits *after)
+{
+    int64_t most = 0;
+    for (int h = 0; h < CHAOS_HOSTS; h++) {
+        long long from = after->pid[h] == before->pid[h] ? before->ms[h] : 0;
+        if (after->ms[h] >= 0 && from >= 0 && after->ms[h] - from > most)
+            most = after->ms[h] - from;
+    }
+    return most;
+}
 
 /* How long host's daemon was frozen between t0 and t1 (ms). */
 static int64_t chaos_frozen(chaos *ch, int host, int64_t t0, int64_t t1)
@@ -778,9 +808,12 @@ static void chaos_main(chaos *ch, int r, int life, uint64_t seed)
         if (dice < 5) submit_and_exit(c, buf, (unsigned)(harness_rand(&seed) % 3000));
         if (dice < 7)
             usleep((useconds_t)(collective_ms + harness_ms(500)) * 1000); /* sits out a call */
+        chaos_waits w0, w1;
+        chaos_read_waits(ch, &w0);
         int64_t t0 = team_now_ms();
         int rc = ringd_allreduce(c, buf, COUNT, RINGD_INT64, RINGD_SUM);
         int64_t took = team_now_ms() - t0;
+        chaos_read_waits(ch, &w1);
         chaos_call *rec = &sl->calls[n];
         rec->key = key;
         rec->rc = rc;
@@ -805,12 +838,20 @@ static void chaos_main(chaos *ch, int r, int life, uint64_t seed)
             if (rc == RINGD_EPROTO) fprintf(stderr, "chaos: rank %d: %s\n", r, sl->last_msg);
         }
         atomic_store(&sl->n, n + 1);
+        /* Not counted: its own daemon frozen (nothing can answer then), and
+         * a daemon waiting for a CPU that the loaded machine withheld (the
+         * daemons say so too: "heartbeat ... late"). */
         int64_t frozen = chaos_frozen(ch, host, t0, t0 + took);
-        if (took - frozen > (collective_ms + harness_ms(CHAOS_MARGIN_MS)) * SLOW) {
+        int64_t starved = chaos_starved(&w0, &w1);
+        if (took > sl->longest) {
+            sl->longest = took;
+            sl->starved = starved;
+        }
+        if (took - frozen - starved > (collective_ms + harness_ms(CHAOS_MARGIN_MS)) * SLOW) {
             snprintf(sl->why, sizeof sl->why,
                      "a call took %" PRId64 " ms (its daemon was frozen for %" PRId64
-                     " ms of it): %s: %s",
-                     took, frozen, ringd_errname(rc), rc ? ringd_last_error(c) : "ok");
+                     " ms of it, a daemon waited %" PRId64 " ms of it for a CPU): %s: %s",
+                     took, frozen, starved, ringd_errname(rc), rc ? ringd_last_error(c) : "ok");
             _exit(1);
         }
         if (rc == RINGD_ECLOSED) {
@@ -881,6 +922,8 @@ Test(outcomes, a_minute_of_chaos_never_mixes_calls_nor_splits_an_outcome)
     cr_assert_eq(harness_start(&H, seed, 50), 0, "%s", H.err);
     chaos *ch = team_shared(sizeof *ch);
     cr_assert_not_null(ch);
+    for (int h = 0; h < CHAOS_HOSTS; h++)
+        atomic_store(&ch->daemon[h], H.d[h].pid);
     int kills = 0, restarts = 0, freezes = 0, exits = 0;
     pid_t pids[CHAOS_SLOTS] = {0};
     int64_t end = harness_now_ms() + chaos_ms, next_event = harness_now_ms() + 1000;
@@ -913,6 +956,7 @@ Test(outcomes, a_minute_of_chaos_never_mixes_calls_nor_splits_an_outcome)
                 harness_kill(&H, h);
                 harness_sleep_ms(200 + (int)(harness_rand(&seed) % 600));
                 cr_assert_eq(harness_spawn(&H, h), 0, "%s", H.err);
+                atomic_store(&ch->daemon[h], H.d[h].pid);
                 restarts++;
             } else {
                 int h = (int)(harness_rand(&seed) % CHAOS_HOSTS);
@@ -957,6 +1001,10 @@ Test(outcomes, a_minute_of_chaos_never_mixes_calls_nor_splits_an_outcome)
                         ringd_errname(-e));
         if (ch->slot[r].last_msg[0])
             fprintf(stderr, "chaos: rank %d, last error: %s\n", r, ch->slot[r].last_msg);
+        fprintf(stderr,
+                "chaos: rank %d, longest call %" PRId64 " ms (a daemon waited %" PRId64
+                " ms of it for a CPU)\n",
+                r, ch->slot[r].longest, ch->slot[r].starved);
     }
     cr_assert_gt(ok, 100, "too few calls succeeded for the chaos to test anything");
     team_unshare(ch, sizeof *ch);
