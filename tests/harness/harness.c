@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,9 +371,39 @@ static int picked(const harness *h, int n, unsigned port)
     return 0;
 }
 
+/* Takes the lock of port: an abstract Unix socket named after it, which
+ * only one process of this machine (of its network namespace) can bind,
+ * and which goes when that process closes it or exits, leaving no file.
+ * Every harness holds the locks of the ports its daemons were given for as
+ * long as it runs them: a port is free to bind while its daemon is not
+ * started yet, or killed and not yet back (the chaos tests), and a harness
+ * beside it must not pick it then (a daemon of test_faults found its port
+ * taken, "address already in use", in a suite of four slots). The fd, or
+ * -1 if another holds it. */
+static int lock_port(unsigned port)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int len = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "ringd-test-port-%u", port);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    socklen_t size = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    if (bind(fd, (struct sockaddr *)&sa, size) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void unlock_ports(harness *h)
+{
+    for (int i = 0; i < h->n; i++) {
+        if (h->d[i].port_locked) close(h->d[i].port_lock);
+        h->d[i].port_locked = false;
+    }
+}
+
 /* Picks n distinct free ports on 127.0.0.1 for the daemons, at random in
- * port_window(). A daemon binds its port soon after; another process
- * taking it in between is possible but unlikely. */
+ * port_window(), each locked (lock_port()) until harness_cleanup(). */
 static int pick_ports(harness *h, int n)
 {
     int fds[HARNESS_MAX_HOSTS];
@@ -399,7 +430,16 @@ static int pick_ports(harness *h, int n)
         unsigned port = 0;
         for (int tries = 0; tries < 200 && !port; tries++) {
             unsigned p = lo + (unsigned)(harness_rand(&state) % (hi - lo + 1));
-            if (!picked(h, opened, p) && try_port(fd, p) == 0) port = p;
+            if (picked(h, opened, p)) continue;
+            int lock = lock_port(p);
+            if (lock < 0) continue;
+            if (try_port(fd, p) == 0) {
+                port = p;
+                h->d[opened].port_lock = lock;
+                h->d[opened].port_locked = true;
+            } else {
+                close(lock);
+            }
         }
         if (!port) {
             rc = fail(h, "no free port on 127.0.0.1 in %u..%u after 200 tries", lo, hi);
@@ -800,6 +840,7 @@ void harness_cleanup(harness *h)
     }
     for (int i = 0; i < h->n; i++)
         kill_and_reap(&h->d[i]);
+    unlock_ports(h);
     if (h->dir[0]) {
         const char *keep = getenv("RINGD_TEST_KEEP");
         if (keep && *keep && strcmp(keep, "0"))

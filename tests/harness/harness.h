@@ -58,6 +58,8 @@ typedef struct {
     char socket[108];   /* its Unix socket (sun_path is 108 bytes) */
     char log[PATH_MAX]; /* its stderr */
     uint16_t port;      /* its TCP port on 127.0.0.1 */
+    int port_lock;      /* the fd that holds port's lock (pick_ports()), if port_locked */
+    bool port_locked;
     pid_t pid;          /* > 0 while started and not yet reaped */
     bool started, reaped;
     int status;      /* waitpid() status, once reaped */
