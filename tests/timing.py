@@ -10,7 +10,7 @@ test process measures the slowdown when it starts and stretches its
 timings by scale() = max(1, slowdown / 2): a failure at load 6 is then a
 defect to find, as it is at load 1 (tests/FAULTS.md).
 
-The measurement (the same in tests/harness/harness.c, harness_scale()):
+The measurement (the same in C: tests/harness/timing.c, harness_scale()):
 the fastest of 20 short bursts of arithmetic, each right after a sleep,
 is the machine's speed when this process has a CPU to itself; 100 ms of
 the same bursts back to back, divided by that, is how much of a CPU it
