@@ -21,6 +21,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -37,8 +38,9 @@ class Cluster:
         self.ringd = os.environ["RINGD_BIN"]
         self.ringctl_bin = os.environ.get("RINGCTL_BIN")
         self.rank_bin = os.environ.get("ELASTIC_RANK")
+        self._port_locks = []
         if addresses is None:
-            addresses = [f"127.0.0.1:{p}" for p in free_ports(hosts)]
+            addresses = [f"127.0.0.1:{p}" for p in self._locked_ports(hosts)]
         self.sockets = [os.path.join(self.dir, f"h{i}.sock") for i in range(hosts)]
         self.logs = [os.path.join(self.dir, f"h{i}.log") for i in range(hosts)]
         # Training processes by ID: host x local_clients + local rank.
@@ -56,6 +58,29 @@ class Cluster:
             lines += [f"  - name: h{i}", f"    address: {addresses[i]}", f"    socket: {self.sockets[i]}"]
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
+
+    def _locked_ports(self, n):
+        """n free ports (free_ports()), each locked as the C harness locks its
+        daemons' ports (tests/harness/harness.c, lock_port(): an abstract Unix
+        socket per port) for as long as this cluster lives: a daemon killed
+        here is started again on its port, which a harness beside it must
+        not pick meanwhile."""
+        for _ in range(100):
+            ports, locks = free_ports(n), []
+            for p in ports:
+                lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    lock.bind(f"\0ringd-test-port-{p}")
+                except OSError:
+                    lock.close()
+                    break
+                locks.append(lock)
+            if len(locks) == n:
+                self._port_locks = locks
+                return ports
+            for lock in locks:
+                lock.close()
+        raise RuntimeError(f"no {n} free ports that no other test holds after 100 tries")
 
     # ---- daemons ----
 
